@@ -1,0 +1,145 @@
+"""Targets and the Backend protocol that every code generator implements.
+
+``Backend`` is a Protocol, not a base class: a third-party backend need not import anything
+from us to be one, and ``plugin.py`` can describe it without importing its heavy dependency.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+from typing import Any, Protocol, runtime_checkable
+
+from .errors import BackendUnavailableError, NNVMError, format_error
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """What a target plugin provides.
+
+    Attributes:
+        name: the target kind (``"llvm"``), first word of a target string.
+        description: one line for ``nnvm plugins``.
+        priority: preference when choosing the best available target (higher wins).
+        options: valid ``-key=value`` target options, with one-line descriptions.
+    """
+
+    name: str
+    description: str
+    priority: int
+    options: dict[str, str]
+
+    def is_available(self) -> str | None:
+        """None when usable here, otherwise the reason (and the command that fixes it)."""
+
+    def build(self, graph, params: dict, target: "Target", config: "BuildConfig") -> Any:
+        """Lower an optimised, shape-inferred graph to a runtime module."""
+
+    def load(self, artifact) -> Any:
+        """Create a runtime module from a verified ``nnvm.runtime.artifact.Artifact``."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """A parsed target string such as ``llvm -mcpu=native -num-threads=2``."""
+
+    kind: str
+    options: tuple[tuple[str, str], ...] = ()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return dict(self.options).get(key, default)
+
+    def __str__(self) -> str:
+        return " ".join([self.kind] + [f"-{k}={v}" if v != "" else f"-{k}"
+                                       for k, v in self.options])
+
+
+@dataclasses.dataclass
+class BuildConfig:
+    """Options of one build: opt level and explicit pass switches (NNVM's build_config)."""
+
+    opt_level: int = 2
+    add_pass: tuple[str, ...] = ()
+    disabled_pass: tuple[str, ...] = ()
+    extra: dict = dataclasses.field(default_factory=dict)
+
+
+def parse_target(target: "str | Target | None") -> Target:
+    """Parse and validate a target string against the registered backends.
+
+    Raises:
+        BackendUnavailableError: unknown kind (lists the targets) or unavailable backend.
+        NNVMError: an option the backend does not know (lists the valid ones).
+    """
+    from . import plugin_manager as plugins
+
+    if isinstance(target, Target):
+        return target
+    if target is None:
+        return Target(best_target())
+    if isinstance(target, dict):
+        kind = str(target.get("kind", ""))
+        opts = tuple((str(k), str(v)) for k, v in target.items() if k != "kind")
+    else:
+        try:
+            words = shlex.split(str(target))
+        except ValueError as exc:
+            raise NNVMError(f"target {target!r}: cannot be parsed ({exc})") from None
+        if not words:
+            raise NNVMError("target: empty string; valid targets: "
+                            + ", ".join(sorted(plugins.backends())))
+        kind, opts = words[0], []
+        for w in words[1:]:
+            if not w.startswith("-"):
+                raise NNVMError(format_error(f"target {target!r}", f"option {w!r} must look "
+                                             "like -key=value"))
+            k, _, v = w.lstrip("-").partition("=")
+            opts.append((k, v))
+        opts = tuple(opts)
+    backends = plugins.backends()
+    if kind not in backends:
+        raise BackendUnavailableError(format_error(
+            f"target {str(target)!r}", f"unknown target '{kind}'",
+            fix=f"Available targets: {describe_targets()}"))
+    valid = backends[kind].options
+    for k, _ in opts:
+        if k not in valid:
+            raise NNVMError(format_error(
+                f"target {str(target)!r}", f"unknown option '-{k}'",
+                fix="Valid options: " + (", ".join(f"-{o} ({d})" for o, d in valid.items())
+                                         or "none")))
+    return Target(kind, opts)
+
+
+def get_backend(kind: str, require_available: bool = True):
+    from . import plugin_manager as plugins
+
+    backends = plugins.backends()
+    if kind not in backends:
+        raise BackendUnavailableError(format_error(
+            f"target '{kind}'", "no installed plugin provides it",
+            fix=f"Available targets: {describe_targets()}"))
+    b = backends[kind]
+    if require_available:
+        reason = b.is_available()
+        if reason is not None:
+            raise BackendUnavailableError(f"target '{kind}' is unavailable here: {reason}")
+    return b
+
+
+def describe_targets() -> str:
+    from . import plugin_manager as plugins
+
+    parts = []
+    for name, b in sorted(plugins.backends().items()):
+        reason = b.is_available()
+        parts.append(name if reason is None else f"{name} (unavailable: {reason})")
+    return ", ".join(parts)
+
+
+def best_target() -> str:
+    """The available target with the highest priority (``reference`` always qualifies)."""
+    from . import plugin_manager as plugins
+
+    ok = [b for b in plugins.backends().values() if b.is_available() is None]
+    return max(ok, key=lambda b: b.priority).name

@@ -1,0 +1,1 @@
+"""Backends that ship with core: only ``reference``, the NumPy interpreter."""

@@ -1,0 +1,152 @@
+"""``nnvm.compiler.build``: graph or symbol -> optimised graph -> backend -> runtime module.
+
+Steps: normalise shapes/dtypes/params -> the ``default`` pass pipeline filtered by
+``opt_level`` (core has InferShape/InferType; nnvm-passes adds folding, fusion, memory
+planning...) -> check every shape is known -> the target's backend builds the module.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from ..backend import BuildConfig, Target, get_backend, parse_target
+from ..errors import NNVMError, ShapeError, TypeInferenceError, format_error
+from ..ir import Graph
+from ..pass_manager import apply_passes, opt_level_passes
+from ..passes.infer_engine import first_unknown
+from ..symbol import Symbol
+
+_config: contextvars.ContextVar[BuildConfig | None] = contextvars.ContextVar(
+    "nnvm_build_config", default=None)
+
+
+@contextlib.contextmanager
+def build_config(opt_level: int = 2, add_pass: Sequence[str] = (),
+                 disabled_pass: Sequence[str] = (), **extra: Any):
+    """Nestable build options, as in NNVM: ``with build_config(opt_level=3): build(...)``."""
+    token = _config.set(BuildConfig(opt_level, tuple(add_pass), tuple(disabled_pass), extra))
+    try:
+        yield _config.get()
+    finally:
+        _config.reset(token)
+
+
+def _to_graph(graph: Graph | Symbol) -> Graph:
+    if isinstance(graph, Symbol):
+        return Graph(graph.outputs)
+    if isinstance(graph, Graph):
+        return graph
+    raise NNVMError(f"build: expected an nnvm Graph or Symbol; got {type(graph).__name__}. "
+                    f"Use nnvm.frontend.from_onnx(...) to import a model first")
+
+
+def _normalize_inputs(graph: Graph, shape, dtype, params) -> tuple[dict, dict, dict]:
+    idx = graph.index
+    inputs = set(idx.input_names)
+    params = {k: np.asarray(v) for k, v in (params or {}).items()}
+    for nid in idx.input_nodes:  # Variable(init=...) values materialise as params
+        node = idx.nodes[nid]
+        if node.name not in params and "init" in node.info:
+            params[node.name] = node.info["init"]
+    params = {k: v for k, v in params.items() if k in inputs}  # unreferenced params dropped
+    shapes: dict[str, tuple] = {}
+    for k, v in (shape or {}).items():
+        if k not in inputs:
+            raise ShapeError(format_error(f"build: shape for '{k}'", "names no graph input",
+                                          fix=f"Graph inputs: {', '.join(idx.input_names)}"))
+        try:
+            shapes[k] = tuple(int(d) for d in v)
+        except (TypeError, ValueError):
+            raise ShapeError(f"build: shape for '{k}' must be a tuple of ints; got {v!r}"
+                             ) from None
+    dtypes: dict[str, str] = {}
+    if isinstance(dtype, Mapping):
+        for k, v in dtype.items():
+            if k not in inputs:
+                raise TypeInferenceError(format_error(
+                    f"build: dtype for '{k}'", "names no graph input",
+                    fix=f"Graph inputs: {', '.join(idx.input_names)}"))
+            dtypes[k] = np.dtype(v).name if not isinstance(v, str) else v
+    for k, v in params.items():
+        if k in shapes and shapes[k] != v.shape:
+            raise ShapeError(format_error(f"build: input '{k}'", "shape contradicts its param",
+                                          v.shape, shapes[k]))
+        shapes[k] = v.shape
+        dtypes[k] = v.dtype.name
+    if isinstance(dtype, (str, np.dtype, type)) and dtype is not None:
+        name = np.dtype(dtype).name if not isinstance(dtype, str) else dtype
+        for nid in idx.input_nodes:
+            node = idx.nodes[nid]
+            if node.name not in dtypes and "dtype" not in node.attrs:
+                dtypes[node.name] = name
+    return shapes, dtypes, params
+
+
+def optimize(graph: Graph | Symbol, shape: Mapping | None = None, dtype: Any = "float32",
+             params: Mapping | None = None, opt_level: int | None = None,
+             log: Callable[[str], None] | None = None) -> tuple[Graph, dict]:
+    """Run the optimisation pipeline only; returns ``(graph, params)``."""
+    cfg = _config.get() or BuildConfig()
+    level = cfg.opt_level if opt_level is None else opt_level
+    g = _to_graph(graph)
+    shapes, dtypes, params = _normalize_inputs(g, shape, dtype, params)
+    g = g.with_attrs(shape_inputs=shapes, dtype_inputs=dtypes, params=params, opt_level=level)
+    names = opt_level_passes(level, cfg.add_pass, cfg.disabled_pass)
+    for required in ("InferShape", "InferType"):
+        if required not in names:
+            names.append(required)
+    g = apply_passes(g, names, log=log)
+    params = g.attrs.get("params", params)
+    if g.attrs.get("shape_num_unknown_nodes"):
+        where = first_unknown(g, "shape")
+        missing = [n for n in g.index.input_names if n not in shapes and n not in params]
+        raise ShapeError(format_error(
+            where or "graph", "shape could not be inferred",
+            fix="Give input shapes to build(shape={...})" + (
+                f"; inputs without a shape: {', '.join(missing)}" if missing else "")))
+    if g.attrs.get("dtype_num_unknown_nodes"):
+        raise TypeInferenceError(format_error(first_unknown(g, "dtype") or "graph",
+                                              "dtype could not be inferred",
+                                              fix="Give input dtypes to build(dtype=...)"))
+    return g, params
+
+
+def build(graph: Graph | Symbol, target: str | Target | None = None,
+          shape: Mapping | None = None, dtype: Any = "float32", params: Mapping | None = None,
+          opt_level: int | None = None, target_host: str | None = None,
+          layout: Any = None, log: Callable[[str], None] | None = None, **options: Any):
+    """Compile a graph for a target and return its runtime module.
+
+    Args:
+        graph: a Graph or Symbol.
+        target: ``"reference"``, ``"llvm"``, ``"opencl"``, ``"cuda"`` with options in TVM
+            style (``"llvm -mcpu=native"``); None picks the best available target.
+        shape: ``{input: shape}``; params' shapes are added automatically.
+        dtype: one dtype name for all inputs, or ``{input: dtype}``.
+        params: ``{name: array}`` constant inputs (weights).
+        opt_level: 0-3 (default 2, or the enclosing ``build_config``'s).
+        target_host, layout: accepted for NNVM compatibility; layout is applied by the
+            layout passes when nnvm-passes is installed.
+        log: receives one progress line per step.
+        **options: backend-specific build options (e.g. ``num_threads``).
+
+    Returns:
+        A ``nnvm.runtime.Module``: ``run``, ``set_input``/``get_output``, ``stats``, ``export``.
+    """
+    cfg = _config.get() or BuildConfig()
+    level = cfg.opt_level if opt_level is None else opt_level
+    if not 0 <= level <= 3:
+        raise NNVMError(f"build: opt_level must be 0..3; got {level}")
+    tgt = parse_target(target)
+    backend = get_backend(tgt.kind)
+    g, params = optimize(graph, shape, dtype, params, level, log)
+    if layout is not None:
+        g = g.with_attrs(layout_inputs=layout)
+    config = BuildConfig(level, cfg.add_pass, cfg.disabled_pass, {**cfg.extra, **options})
+    if log:
+        log(f"lowering for target {tgt}")
+    return backend.build(g, params, tgt, config)

@@ -1,0 +1,128 @@
+"""The NumPy reference interpreter: the oracle every backend is checked against.
+
+It walks the graph in topological order and calls each op's ``FReference`` kernel, freeing
+each intermediate after its last use so that peak memory stays close to the live set.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from .errors import ExecutionError, NNVMError, UnsupportedOpError, format_error, node_where
+from .ir import Graph
+
+
+class Interpreter:
+    """Executes a graph with NumPy kernels.
+
+    Args:
+        graph: the graph; ``shape``/``dtype`` attributes, when present, are used to check
+            inputs and to keep outputs in the inferred dtype.
+        check: compare every kernel's output shape and dtype against the inferred ones
+            (tests turn it on; it names the node whose kernel disagrees with its rules).
+    """
+
+    def __init__(self, graph: Graph, check: bool = False):
+        self.graph = graph
+        self.check = check
+        idx = graph.index
+        rptr = idx.entry_rptr
+        self._steps = []
+        uses = [0] * idx.num_node_entries
+        for nid in range(idx.num_nodes):
+            for i, k, _ in idx.inputs[nid]:
+                uses[rptr[i] + k] += 1
+        for e in idx.output_entries:
+            uses[e] += 1
+        missing = []
+        for nid, node in enumerate(idx.nodes):
+            if node.op is None:
+                continue
+            kernel = node.op.get_attr("FReferenceNode")
+            if kernel is None:
+                plain = node.op.get_attr("FReference")
+                if plain is None:
+                    missing.append(node_where(node))
+                    continue
+                kernel = _bind_attrs(plain)
+            ins = [rptr[i] + k for i, k, _ in idx.inputs[nid]]
+            outs = list(range(rptr[nid], rptr[nid + 1]))
+            self._steps.append((nid, node, kernel, ins, outs))
+        if missing:
+            raise UnsupportedOpError(format_error(
+                "reference target", "no NumPy reference kernel (FReference)",
+                fix=f"for {', '.join(missing[:5])}; register one with set_op_attr"))
+        self._uses = uses
+
+    def run(self, feed: Mapping[str, Any]) -> list[np.ndarray]:
+        """Run with ``feed`` mapping every variable name to an array; returns the outputs."""
+        idx = self.graph.index
+        rptr = idx.entry_rptr
+        shapes = self.graph.attrs.get("shape")
+        dtypes = self.graph.attrs.get("dtype")
+        vals: list[Any] = [None] * idx.num_node_entries
+        for nid in idx.input_nodes:
+            node = idx.nodes[nid]
+            if node.name not in feed:
+                raise ExecutionError(format_error(
+                    f"input '{node.name}'", "no value was given",
+                    fix=f"Inputs: {', '.join(idx.input_names)}"))
+            vals[rptr[nid]] = feed[node.name]
+        remaining = list(self._uses)
+        for nid, node, kernel, ins, outs in self._steps:
+            args = [vals[e] for e in ins]
+            try:
+                res = kernel(node, *args)
+            except NNVMError:
+                raise
+            except Exception as exc:  # a kernel crashed: say which node, with input shapes
+                shp = [getattr(a, "shape", None) for a in args]
+                raise ExecutionError(format_error(node_where(node), f"reference kernel failed: "
+                                                  f"{exc!r}", fix=f"input shapes {shp}")) from exc
+            if not isinstance(res, (tuple, list)):
+                res = (res,)
+            if len(res) != len(outs):
+                raise ExecutionError(format_error(node_where(node), "kernel returned the wrong "
+                                                  "number of outputs", len(outs), len(res)))
+            for e, r in zip(outs, res):
+                r = np.asarray(r)
+                if dtypes is not None and dtypes[e] is not None and r.dtype.name != dtypes[e]:
+                    if self.check:
+                        raise ExecutionError(format_error(node_where(node), "kernel dtype "
+                                                          "disagrees with FInferType",
+                                                          dtypes[e], r.dtype.name))
+                    r = r.astype(_np_dtype(dtypes[e]))
+                if self.check and shapes is not None and shapes[e] is not None and \
+                        tuple(r.shape) != tuple(shapes[e]):
+                    raise ExecutionError(format_error(node_where(node), "kernel shape "
+                                                      "disagrees with FInferShape",
+                                                      tuple(shapes[e]), r.shape))
+                vals[e] = r
+            for e in ins:
+                remaining[e] -= 1
+                if remaining[e] == 0:
+                    vals[e] = None
+        return [vals[e] for e in idx.output_entries]
+
+
+def _bind_attrs(kernel):
+    return lambda node, *args: kernel(node.attrs, *args)
+
+
+def _np_dtype(name: str):
+    if name == "bfloat16":
+        try:
+            import ml_dtypes
+
+            return ml_dtypes.bfloat16
+        except ImportError as exc:
+            raise ExecutionError("bfloat16 needs the ml_dtypes package: pip install ml_dtypes"
+                                 ) from exc
+    return np.dtype(name)
+
+
+def run_graph(graph: Graph, feed: Mapping[str, Any], check: bool = False) -> list[np.ndarray]:
+    """Convenience: interpret ``graph`` once."""
+    return Interpreter(graph, check=check).run(feed)

@@ -1,0 +1,1 @@
+"""Generic passes that live in core: InferShape, InferType and PrintGraphIR (one per file)."""

@@ -1,0 +1,1 @@
+"""Serialisation: NNVM graph JSON and the NNVM/TVM param-dict binary format. No pickle."""

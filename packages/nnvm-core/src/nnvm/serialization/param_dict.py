@@ -1,0 +1,140 @@
+"""The NNVM/TVM param-dict binary format (``save_param_dict`` / ``load_param_dict``).
+
+Layout (little-endian): u64 magic 0xF7E58D4F05049CB7, u64 reserved, names as a dmlc string
+vector (u64 count, then u64 length + bytes each), u64 array count, then per array: u64 magic
+0xDD5E40F096B4A13F, u64 reserved, DLDevice (i32 type=1 CPU, i32 id), i32 ndim, DLDataType
+(u8 code, u8 bits, u16 lanes), i64 shape[ndim], i64 byte size, raw bytes. TVM's own loader
+(``tvm.runtime.load_param_dict``) reads what we write.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Mapping
+
+import numpy as np
+
+from ..errors import SerializationError
+
+LIST_MAGIC = 0xF7E58D4F05049CB7
+ARRAY_MAGIC = 0xDD5E40F096B4A13F
+# DLPack type codes: 0 int, 1 uint, 2 float, 4 bfloat, 6 bool
+_CODES = {"i": 0, "u": 1, "f": 2, "b": 6}
+_MAX_NDIM = 32
+
+
+def _dl_type(dtype: np.dtype) -> tuple[int, int]:
+    if dtype.name == "bfloat16":
+        return 4, 16
+    if dtype.kind not in _CODES:
+        raise SerializationError(f"save_param_dict: dtype {dtype} cannot be stored; expected "
+                                 f"an int, uint, float or bool array")
+    return _CODES[dtype.kind], dtype.itemsize * 8
+
+
+def _np_type(code: int, bits: int, lanes: int, where: str) -> np.dtype:
+    if lanes != 1:
+        raise SerializationError(f"{where}: vector dtypes (lanes={lanes}) are not supported")
+    if code == 4 and bits == 16:
+        try:
+            import ml_dtypes
+        except ImportError:
+            raise SerializationError(f"{where}: bfloat16 needs ml_dtypes: pip install ml_dtypes"
+                                     ) from None
+        return np.dtype(ml_dtypes.bfloat16)
+    kinds = {0: "int", 1: "uint", 2: "float"}
+    if code == 6 or (code == 1 and bits == 1):
+        return np.dtype("bool")
+    if code not in kinds or bits not in (8, 16, 32, 64) or (code == 2 and bits == 8):
+        raise SerializationError(f"{where}: unknown DLDataType code={code} bits={bits}")
+    return np.dtype(f"{kinds[code]}{bits}")
+
+
+def save_param_dict(params: Mapping[str, object]) -> bytes:
+    """Serialise ``{name: array}`` to bytes in the NNVM/TVM param-dict format."""
+    names = list(params)
+    out = [struct.pack("<QQQ", LIST_MAGIC, 0, len(names))]
+    for n in names:
+        b = n.encode("utf-8")
+        out.append(struct.pack("<Q", len(b)) + b)
+    out.append(struct.pack("<Q", len(names)))
+    for n in names:
+        arr = np.ascontiguousarray(np.asarray(params[n]))
+        code, bits = _dl_type(arr.dtype)
+        data = arr.tobytes() if arr.dtype != np.bool_ else arr.astype(np.uint8).tobytes()
+        out.append(struct.pack("<QQiii", ARRAY_MAGIC, 0, 1, 0, arr.ndim))
+        out.append(struct.pack("<BBH", code, bits, 1))
+        out.append(struct.pack(f"<{arr.ndim}q", *arr.shape))
+        out.append(struct.pack("<q", len(data)))
+        out.append(data)
+    return b"".join(out)
+
+
+class _Reader:
+    def __init__(self, blob: bytes):
+        self.blob = memoryview(blob)
+        self.pos = 0
+
+    def take(self, n: int, what: str) -> memoryview:
+        if n < 0 or self.pos + n > len(self.blob):
+            raise SerializationError(f"load_param_dict: truncated data while reading {what} at "
+                                     f"byte {self.pos}; the file is incomplete or not a "
+                                     f"param dict")
+        v = self.blob[self.pos:self.pos + n]
+        self.pos += n
+        return v
+
+    def unpack(self, fmt: str, what: str):
+        return struct.unpack(fmt, self.take(struct.calcsize(fmt), what))
+
+
+def load_param_dict(blob: bytes | bytearray) -> dict[str, np.ndarray]:
+    """Read bytes written by ``save_param_dict`` (or by NNVM/TVM) into ``{name: ndarray}``.
+
+    Raises:
+        SerializationError: bad magic, truncated data or an unknown dtype; never a raw
+            struct.error, and nothing is executed.
+    """
+    if not isinstance(blob, (bytes, bytearray, memoryview)):
+        raise SerializationError(f"load_param_dict: expected bytes; got {type(blob).__name__}")
+    r = _Reader(bytes(blob))
+    magic, _ = r.unpack("<QQ", "header")
+    if magic != LIST_MAGIC:
+        raise SerializationError(f"load_param_dict: bad magic {magic:#x}; expected "
+                                 f"{LIST_MAGIC:#x}. Is this an NNVM/TVM param file?")
+    (count,) = r.unpack("<Q", "name count")
+    if count > len(r.blob):
+        raise SerializationError(f"load_param_dict: name count {count} exceeds the data size")
+    names = []
+    for i in range(count):
+        (ln,) = r.unpack("<Q", f"name {i} length")
+        try:
+            names.append(bytes(r.take(ln, f"name {i}")).decode("utf-8"))
+        except UnicodeDecodeError:
+            raise SerializationError(f"load_param_dict: name {i} is not UTF-8") from None
+    (n_arrays,) = r.unpack("<Q", "array count")
+    if n_arrays != count:
+        raise SerializationError(f"load_param_dict: {count} names but {n_arrays} arrays")
+    out = {}
+    for name in names:
+        where = f"load_param_dict: array '{name}'"
+        amagic, _, _dev_type, _dev_id, ndim = r.unpack("<QQiii", f"array '{name}' header")
+        if amagic != ARRAY_MAGIC:
+            raise SerializationError(f"{where}: bad array magic {amagic:#x}")
+        if not 0 <= ndim <= _MAX_NDIM:
+            raise SerializationError(f"{where}: ndim {ndim} out of range 0..{_MAX_NDIM}")
+        code, bits, lanes = r.unpack("<BBH", f"array '{name}' dtype")
+        dtype = _np_type(code, bits, lanes, where)
+        shape = r.unpack(f"<{ndim}q", f"array '{name}' shape")
+        if any(d < 0 for d in shape):
+            raise SerializationError(f"{where}: negative dimension in shape {shape}")
+        (nbytes,) = r.unpack("<q", f"array '{name}' size")
+        expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if nbytes != expected:
+            raise SerializationError(f"{where}: byte size {nbytes} does not match shape "
+                                     f"{shape} of {dtype} ({expected} bytes)")
+        data = r.take(nbytes, f"array '{name}' data")
+        raw_dtype = np.uint8 if dtype == np.bool_ else dtype
+        arr = np.frombuffer(data, dtype=raw_dtype).reshape(shape).copy()
+        out[name] = arr.astype(np.bool_) if dtype == np.bool_ else arr
+    return out
