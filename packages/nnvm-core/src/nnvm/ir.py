@@ -75,9 +75,10 @@ def make_node(op_name: str, inputs: Sequence[NodeEntry], attrs: dict | None = No
     op = get_op(op_name)
     name = name or _fresh_name(op.name)
     where = f"node '{name}' (op {op.name})"
-    parsed = op.parse_attrs(dict(attrs or {}), where)
-    if op.is_variadic and "num_args" not in (attrs or {}):
-        parsed["num_args"] = len(inputs)
+    raw = dict(attrs or {})
+    if op.is_variadic:
+        raw.setdefault("num_args", len(inputs))
+    parsed = op.parse_attrs(raw, where)
     expected = op.num_inputs(parsed)
     if expected != len(inputs):
         raise GraphError(format_error(where, "wrong number of inputs", expected, len(inputs),
