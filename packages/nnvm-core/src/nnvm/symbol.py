@@ -266,8 +266,27 @@ def _call_op(op_name: str, *args: Any, name: str | None = None, attr: dict | Non
         entries.append(s.outputs[0])
     for k, v in AttrScope().get(attr).items():
         attrs.setdefault(k, v)
+    entries = _versioned(op, attrs, entries, where)
     node = Node(op, name, attrs, entries)
     return Symbol([NodeEntry(node, i, 0) for i in range(op.num_visible_outputs(attrs))])
+
+
+def _versioned(op, attrs: dict, entries: list[NodeEntry], where: str) -> list[NodeEntry]:
+    """NNVM's UpdateNodeVersion: a variable input reads the variable's current version, and
+    an input the op mutates (FMutateInputs) bumps it; the OrderMutation pass orders by it."""
+    f = op.get_attr("FMutateInputs")
+    mutated = set(f(attrs)) if f is not None else set()
+    out = []
+    for i, e in enumerate(entries):
+        if e.node.op is None:
+            version = e.node.info.get("version", 0) + (i in mutated)
+            e.node.info["version"] = version
+            e = e._replace(version=version)
+        elif i in mutated:
+            raise GraphError(format_error(where, f"input {i} is mutated but is not a Variable",
+                                          fix="Only variables can be assigned"))
+        out.append(e)
+    return out
 
 
 def _make_op_function(op) -> Any:

@@ -11,7 +11,7 @@ constants FoldScaleAxis can recognise, then to fold the scaled and re-laid-out w
 from __future__ import annotations
 
 DEFAULT = [
-    "SimplifyInference", "InferShape", "InferType",
+    "OrderMutation", "SimplifyInference", "InferShape", "InferType",
     "PrecomputePrune", "EliminateCommonSubexpr", "SimplifyAlgebra", "EliminateDeadCode",
     "FoldScaleAxis", "AlterOpLayout", "CorrectLayout", "PrecomputePrune",
     "InferShape", "InferType", "FuseOps", "PlanMemory",
