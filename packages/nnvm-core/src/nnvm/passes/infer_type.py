@@ -6,12 +6,10 @@ from ..errors import TypeInferenceError
 from ..ir import Graph
 from ..pass_manager import register_pass
 from ..params import Param, parse_value
+from ..serialization.graph_json import TYPE_FLAGS
 from .infer_engine import infer_attr
 
 _DTYPE = Param("dtype", "dtype")
-#: mshadow type flags used by the original NNVM's ``dtype`` graph attribute.
-TYPE_FLAGS = {0: "float32", 1: "float64", 2: "float16", 3: "uint8", 4: "int32", 5: "int8",
-              6: "int64", 7: "bool", 12: "bfloat16"}
 
 
 def _normalize(value, where: str) -> str:

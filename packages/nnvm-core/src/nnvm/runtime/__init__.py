@@ -8,7 +8,12 @@ __all__ = ["Module", "load"]
 
 
 def load(path: str) -> Module:
-    """Load an exported artifact after verifying every member's sha256.
+    """Load an exported artifact.
+
+    Order matters: every member's sha256 (and the manifest's own) is verified first; then
+    the target's backend is looked up (so a missing plugin is reported as such, not as an
+    unknown op); then graph and params are parsed and checked against the manifest; only
+    then does the backend create the module (and, for native targets, load code).
 
     Raises:
         SerializationError: the file is not an artifact, is corrupt, or was tampered with.
@@ -19,4 +24,6 @@ def load(path: str) -> Module:
 
     artifact = read_artifact(path)
     target = parse_target(artifact.manifest["target"])
-    return get_backend(target.kind).load(artifact)
+    backend = get_backend(target.kind)
+    artifact.check_consistency()
+    return backend.load(artifact)

@@ -9,6 +9,7 @@ vector (u64 count, then u64 length + bytes each), u64 array count, then per arra
 
 from __future__ import annotations
 
+import math
 import struct
 from typing import Mapping
 
@@ -52,22 +53,43 @@ def _np_type(code: int, bits: int, lanes: int, where: str) -> np.dtype:
 
 def save_param_dict(params: Mapping[str, object]) -> bytes:
     """Serialise ``{name: array}`` to bytes in the NNVM/TVM param-dict format."""
+    if not isinstance(params, Mapping):
+        raise SerializationError(f"save_param_dict: expected a dict of name -> array; got "
+                                 f"{type(params).__name__}")
     names = list(params)
+    bad = [n for n in names if not isinstance(n, str)]
+    if bad:
+        raise SerializationError(f"save_param_dict: names must be strings; got {bad[0]!r}")
     out = [struct.pack("<QQQ", LIST_MAGIC, 0, len(names))]
     for n in names:
         b = n.encode("utf-8")
         out.append(struct.pack("<Q", len(b)) + b)
     out.append(struct.pack("<Q", len(names)))
     for n in names:
-        arr = np.ascontiguousarray(np.asarray(params[n]))
+        arr = _to_numpy(params[n], n)
         code, bits = _dl_type(arr.dtype)
-        data = arr.tobytes() if arr.dtype != np.bool_ else arr.astype(np.uint8).tobytes()
+        # tobytes() is C order for any layout and keeps 0-d arrays 0-d (ascontiguousarray
+        # would turn them into shape (1,), which TVM then reads back as a vector)
+        data = arr.astype(np.uint8).tobytes() if arr.dtype == np.bool_ else arr.tobytes()
         out.append(struct.pack("<QQiii", ARRAY_MAGIC, 0, 1, 0, arr.ndim))
         out.append(struct.pack("<BBH", code, bits, 1))
         out.append(struct.pack(f"<{arr.ndim}q", *arr.shape))
         out.append(struct.pack("<q", len(data)))
         out.append(data)
     return b"".join(out)
+
+
+def _to_numpy(value: object, name: str) -> np.ndarray:
+    """An ndarray from a NumPy array, a TVM/DLPack tensor (``.numpy()``) or a nested list."""
+    if not isinstance(value, np.ndarray) and hasattr(value, "numpy"):
+        value = value.numpy()
+    arr = np.asarray(value)
+    if arr.dtype.byteorder == ">":
+        arr = arr.astype(arr.dtype.newbyteorder("<"))
+    if arr.dtype == object:
+        raise SerializationError(f"save_param_dict: param '{name}' is not a numeric array "
+                                 f"(got {type(value).__name__})")
+    return arr
 
 
 class _Reader:
@@ -112,6 +134,10 @@ def load_param_dict(blob: bytes | bytearray) -> dict[str, np.ndarray]:
             names.append(bytes(r.take(ln, f"name {i}")).decode("utf-8"))
         except UnicodeDecodeError:
             raise SerializationError(f"load_param_dict: name {i} is not UTF-8") from None
+    if len(set(names)) != len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        raise SerializationError(f"load_param_dict: name '{dup}' appears twice; the file is "
+                                 f"corrupt")
     (n_arrays,) = r.unpack("<Q", "array count")
     if n_arrays != count:
         raise SerializationError(f"load_param_dict: {count} names but {n_arrays} arrays")
@@ -129,7 +155,7 @@ def load_param_dict(blob: bytes | bytearray) -> dict[str, np.ndarray]:
         if any(d < 0 for d in shape):
             raise SerializationError(f"{where}: negative dimension in shape {shape}")
         (nbytes,) = r.unpack("<q", f"array '{name}' size")
-        expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        expected = math.prod(shape) * dtype.itemsize  # exact: no int64 overflow
         if nbytes != expected:
             raise SerializationError(f"{where}: byte size {nbytes} does not match shape "
                                      f"{shape} of {dtype} ({expected} bytes)")
@@ -137,4 +163,8 @@ def load_param_dict(blob: bytes | bytearray) -> dict[str, np.ndarray]:
         raw_dtype = np.uint8 if dtype == np.bool_ else dtype
         arr = np.frombuffer(data, dtype=raw_dtype).reshape(shape).copy()
         out[name] = arr.astype(np.bool_) if dtype == np.bool_ else arr
+    if r.pos != len(r.blob):
+        raise SerializationError(f"load_param_dict: {len(r.blob) - r.pos} unexpected bytes "
+                                 f"after the last array; the file is corrupt or not a param "
+                                 f"dict")
     return out

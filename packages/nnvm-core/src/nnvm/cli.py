@@ -1,0 +1,618 @@
+"""The ``nnvm`` command line: compile, run, inspect, bench, plugins.
+
+Every subcommand is a small function ``cmd_<name>(args) -> exit code``; plugins add their
+own through the ``nnvm_add_cli_commands(subparsers)`` hook. Errors NNVM raises on purpose
+(``NNVMError``) print as one line ``nnvm: error: ...`` and exit with 2; ``--debug`` shows the
+traceback instead. Progress goes to stderr so stdout stays parseable (``--json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from .errors import NNVMError
+
+EXIT_ERROR = 2
+EXIT_INTERNAL = 1
+
+
+class CLIError(NNVMError):
+    """A command-line usage error found after parsing (bad ``--shape``, missing input...)."""
+
+
+# -- small helpers --------------------------------------------------------------------------
+
+class Progress:
+    """Stage lines with elapsed time on stderr: ``[  0.42s] InferShape: 0.3 ms``."""
+
+    def __init__(self, quiet: bool = False):
+        self.t0 = time.perf_counter()
+        self.quiet = quiet
+
+    def __call__(self, message: str) -> None:
+        if not self.quiet:
+            print(f"[{time.perf_counter() - self.t0:7.2f}s] {message}", file=sys.stderr,
+                  flush=True)
+
+
+def parse_shapes(items: Sequence[str] | None) -> dict[str, tuple[int, ...]]:
+    """``["x=1,3,224,224", "s="]`` -> ``{"x": (1, 3, 224, 224), "s": ()}``."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for item in items or ():
+        name, sep, dims = item.partition("=")
+        if not sep or not name:
+            raise CLIError(f"--shape {item!r}: expected NAME=D1,D2,... (e.g. x=1,3,224,224)")
+        try:
+            shape = tuple(int(d) for d in re.split(r"[,x ]+", dims.strip("()[] ")) if d)
+        except ValueError:
+            raise CLIError(f"--shape {item!r}: dimensions must be integers, e.g. "
+                           f"{name}=1,3,224,224") from None
+        if any(d < 0 for d in shape):
+            raise CLIError(f"--shape {item!r}: dimensions must be non-negative")
+        shapes[name] = shape
+    return shapes
+
+
+def parse_dtype(items: Sequence[str] | None) -> str | dict[str, str]:
+    """``--dtype float16`` for every input, or ``--dtype x=int64`` (repeatable) per input."""
+    from .params import DTYPES
+
+    if not items:
+        return "float32"
+    per: dict[str, str] = {}
+    for item in items:
+        name, sep, dtype = item.rpartition("=")
+        if dtype not in DTYPES:
+            raise CLIError(f"--dtype {item!r}: unknown dtype {dtype!r}; valid: "
+                           f"{', '.join(DTYPES)}")
+        if not sep:
+            if len(items) > 1:
+                raise CLIError("--dtype: give one dtype for all inputs, or NAME=DTYPE each")
+            return dtype
+        per[name] = dtype
+    return per
+
+
+def load_inputs(items: Sequence[str] | None) -> dict[str, np.ndarray]:
+    """``["x=x.npy"]`` -> arrays (``allow_pickle=False``: an .npy never runs code)."""
+    out = {}
+    for item in items or ():
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise CLIError(f"--input {item!r}: expected NAME=FILE.npy")
+        try:
+            out[name] = np.load(path, allow_pickle=False)
+        except FileNotFoundError:
+            raise CLIError(f"--input {name}: file {path!r} not found") from None
+        except (ValueError, OSError, EOFError) as exc:
+            raise CLIError(f"--input {name}: cannot read {path!r} as a .npy array ({exc})"
+                           ) from None
+    return out
+
+
+def random_inputs(module, seed: int = 0) -> dict[str, np.ndarray]:
+    """Random arrays for every input of ``module`` with its compiled shape and dtype."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name in module.input_names:
+        shape, dtype = module.input_shapes.get(name), module.input_dtypes.get(name) or "float32"
+        if shape is None:
+            raise CLIError(f"input '{name}' has no compiled shape; pass --input {name}=FILE.npy")
+        out[name] = _random_array(rng, tuple(shape), dtype)
+    return out
+
+
+def _random_array(rng: np.random.Generator, shape: tuple, dtype: str) -> np.ndarray:
+    if dtype == "bool":
+        return rng.random(shape) < 0.5
+    if dtype.startswith(("int", "uint")):
+        return rng.integers(0, 10, size=shape).astype(dtype)
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def gather_inputs(args, module, random_default: bool = False) -> dict[str, np.ndarray]:
+    """``--input`` arrays, plus random ones for the rest with ``--random`` (or by default)."""
+    feed = load_inputs(getattr(args, "input", None))
+    missing = [n for n in module.input_names if n not in feed]
+    if missing and (getattr(args, "random", False) or random_default):
+        rand = random_inputs(module, getattr(args, "seed", 0))
+        feed.update({n: rand[n] for n in missing})
+    elif missing:
+        raise CLIError(f"input(s) {', '.join(missing)} not given; pass "
+                       + " ".join(f"--input {n}=FILE.npy" for n in missing)
+                       + " or --random")
+    return feed
+
+
+def safe_file_name(name: str) -> str:
+    """An output name as a file name (ONNX names may hold '/', ':' and the like)."""
+    cleaned = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip(".") or "output"
+    return cleaned
+
+
+def _format_bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+def _print_json(obj: Any) -> None:
+    print(json.dumps(obj, indent=2, default=str))
+
+
+# -- compile --------------------------------------------------------------------------------
+
+def load_model(path: str, shapes: dict, dtype: Any, params_path: str | None, log: Callable):
+    """``(graph, params)`` from an ``.onnx`` file (frontend plugin) or NNVM graph ``.json``."""
+    from .frontend import for_path
+    from .serialization.graph_json import load_json
+    from .serialization.param_dict import load_param_dict
+
+    if not os.path.exists(path):
+        raise CLIError(f"model file {path!r} not found")
+    params: dict = {}
+    if path.endswith(".json"):
+        log(f"reading graph JSON {path}")
+        with open(path, "rb") as f:
+            graph = load_json(f.read())
+    else:
+        front = for_path(path)
+        if front is None:
+            from . import plugin_manager as plugins
+
+            exts = sorted(e for f in plugins.frontends().values() for e in f.extensions)
+            hint = "pip install nnvm-frontend-onnx" if path.endswith(".onnx") else \
+                f"use a graph .json or a model type with an installed frontend ({exts})"
+            raise CLIError(f"{path}: no installed frontend reads this file type; {hint}")
+        reason = front.is_available()
+        if reason is not None:
+            raise CLIError(f"{path}: frontend '{front.name}' is unavailable: {reason}")
+        log(f"importing {path} with frontend '{front.name}'")
+        graph, params = front.load(path, shape=shapes or None,
+                                   dtype=None if dtype == "float32" else dtype)
+        params = dict(params or {})
+    if params_path:
+        log(f"reading params {params_path}")
+        try:
+            with open(params_path, "rb") as f:
+                params.update(load_param_dict(f.read()))
+        except FileNotFoundError:
+            raise CLIError(f"--params file {params_path!r} not found") from None
+    return graph, params
+
+
+def cmd_compile(args) -> int:
+    from .compiler import build
+
+    log = Progress(args.quiet)
+    shapes = parse_shapes(args.shape)
+    dtype = parse_dtype(args.dtype)
+    graph, params = load_model(args.model, shapes, dtype, args.params, log)
+    shapes = {**(graph.attrs.get("shape_inputs") or {}), **shapes}  # a graph .json's own
+    out = args.output or os.path.splitext(os.path.basename(args.model))[0] + ".nnvm"
+    log(f"compiling for target {args.target or '(best available)'} at opt level "
+        f"{args.opt_level}")
+    module = build(graph, target=args.target, shape=shapes, dtype=dtype, params=params,
+                   opt_level=args.opt_level, log=log)
+    log(f"exporting {out}")
+    module.export(out)
+    stats = module.stats()
+    log("done")
+    print(f"wrote {out} (target {module.target}, {stats['num_nodes']} ops, "
+          f"{stats['num_kernels']} kernels, {os.path.getsize(out)} bytes)")
+    return 0
+
+
+# -- run --------------------------------------------------------------------------------------
+
+def cmd_run(args) -> int:
+    from .runtime import load
+
+    log = Progress(args.quiet)
+    log(f"loading {args.artifact}")
+    module = load(args.artifact)
+    feed = gather_inputs(args, module)
+    log(f"running ({module.target})")
+    t0 = time.perf_counter()
+    outputs = module.run(**feed)
+    elapsed = time.perf_counter() - t0
+    if args.output_dir:
+        os.makedirs(args.output_dir, exist_ok=True)
+    report = []
+    for name, arr in zip(module.output_names, outputs):
+        arr = np.asarray(arr)
+        entry = {"name": name, "shape": list(arr.shape), "dtype": arr.dtype.name}
+        if args.output_dir:
+            path = os.path.join(args.output_dir, safe_file_name(name) + ".npy")
+            np.save(path, arr, allow_pickle=False)
+            entry["file"] = path
+        report.append(entry)
+    if args.json:
+        _print_json({"outputs": report, "time_ms": elapsed * 1e3})
+        return 0
+    for e in report:
+        where = f" -> {e['file']}" if "file" in e else ""
+        print(f"{e['name']}: shape {tuple(e['shape'])} {e['dtype']}{where}")
+    print(f"ran in {elapsed * 1e3:.3f} ms")
+    return 0
+
+
+# -- inspect ----------------------------------------------------------------------------------
+
+def _op_histogram(graph) -> dict[str, int]:
+    hist: dict[str, int] = {}
+    for n in graph.index.nodes:
+        if n.op is not None:
+            hist[n.op.name] = hist.get(n.op.name, 0) + 1
+    return dict(sorted(hist.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _io_records(graph, params) -> tuple[list, list]:
+    idx = graph.index
+    shapes = graph.attrs.get("shape") or [None] * idx.num_node_entries
+    dtypes = graph.attrs.get("dtype") or [None] * idx.num_node_entries
+    rptr = idx.entry_rptr
+
+    def rec(name, e):
+        s = shapes[e]
+        return {"name": name, "shape": None if s is None else list(s), "dtype": dtypes[e]}
+
+    inputs = [rec(idx.nodes[i].name, rptr[i]) for i in idx.input_nodes
+              if idx.nodes[i].name not in params]
+    outputs = [rec(n, e) for n, e in zip(graph.symbol.list_output_names(),
+                                          idx.output_entries)]
+    return inputs, outputs
+
+
+def _artifact_module(artifact):
+    """The backend's module when the target is usable here, else a plain Module (stats only)."""
+    from .backend import get_backend, parse_target
+    from .runtime.module import Module
+
+    try:
+        backend = get_backend(parse_target(artifact.target).kind)
+        return backend.load(artifact), None
+    except NNVMError as exc:
+        return Module(artifact.graph(), artifact.params, artifact.target), str(exc)
+
+
+def cmd_inspect(args) -> int:
+    from .runtime.artifact import read_artifact
+
+    path = args.model
+    info: dict[str, Any] = {"path": path}
+    if path.endswith(".nnvm"):
+        artifact = read_artifact(path)
+        artifact.check_consistency()
+        graph, params = artifact.graph(), artifact.params
+        module, why = _artifact_module(artifact)
+        info.update(kind="artifact", target=artifact.target,
+                    nnvm_version=artifact.manifest.get("nnvm_version"),
+                    plugins=artifact.manifest.get("plugins"),
+                    members={n: len(b) for n, b in artifact.members.items()},
+                    stats=module.stats())
+        if why:
+            info["backend_unavailable"] = why
+    else:
+        shapes = parse_shapes(args.shape)
+        graph, params = load_model(path, shapes, parse_dtype(args.dtype), args.params,
+                                   Progress(quiet=True))
+        info["kind"] = "onnx" if not path.endswith(".json") else "graph-json"
+        seeds = {**{k: np.shape(v) for k, v in params.items()}, **shapes}
+        types = {k: np.asarray(v).dtype.name for k, v in params.items()}
+        graph = graph.apply(["InferShape", "InferType"],
+                            shape_inputs={**graph.attrs.get("shape_inputs", {}), **seeds},
+                            dtype_inputs={**graph.attrs.get("dtype_inputs", {}), **types})
+        from .runtime.memory import activation_bytes
+
+        _, naive = activation_bytes(graph)
+        info["stats"] = {"num_nodes": sum(1 for n in graph.index.nodes if n.op is not None),
+                         "activation_bytes_naive": naive,
+                         "param_bytes": int(sum(np.asarray(v).nbytes
+                                                for v in params.values()))}
+    info["inputs"], info["outputs"] = _io_records(graph, params)
+    info["params"] = {k: {"shape": list(np.shape(v)), "dtype": np.asarray(v).dtype.name}
+                      for k, v in params.items()}
+    info["ops"] = _op_histogram(graph)
+    info["ir"] = graph.ir(join_entry_attrs=[k for k in ("shape", "dtype")
+                                            if graph.attrs.get(k) is not None])
+    if args.json:
+        _print_json(info)
+        return 0
+    _print_inspect(info)
+    return 0
+
+
+def _print_inspect(info: dict) -> None:
+    print(f"{info['path']}: {info['kind']}" + (f", target {info['target']}"
+                                               if "target" in info else ""))
+    if info.get("backend_unavailable"):
+        print(f"  (backend not usable here: {info['backend_unavailable']})")
+    for key in ("inputs", "outputs"):
+        print(f"{key}:")
+        for r in info[key]:
+            shape = "?" if r["shape"] is None else tuple(r["shape"])
+            print(f"  {r['name']}: {shape} {r['dtype'] or '?'}")
+    print(f"params: {len(info['params'])}")
+    print("ops:")
+    for name, count in info["ops"].items():
+        print(f"  {count:5d}  {name}")
+    print("stats:")
+    for k, v in info["stats"].items():
+        shown = _format_bytes(v) if "_bytes" in k and isinstance(v, int) else v
+        print(f"  {k}: {shown}")
+    print("ir:")
+    print(info["ir"])
+
+
+# -- plugins ----------------------------------------------------------------------------------
+
+def cmd_plugins(args) -> int:
+    from .plugin_manager import plugins
+
+    infos = plugins()
+    if args.json:
+        _print_json([{"name": p.name, "version": p.version, "module": p.module,
+                      "available": p.available, "reason": p.reason, "summary": p.summary,
+                      "provides": p.provides} for p in infos])
+        return 0
+    for p in infos:
+        state = "available" if p.available else f"unavailable: {p.reason}"
+        print(f"{p.name} {p.version} ({state})")
+        if p.summary:
+            print(f"  {p.summary}")
+        for kind, names in p.provides.items():
+            if names:
+                shown = ", ".join(names[:12]) + (f", ... ({len(names)} total)"
+                                                 if len(names) > 12 else "")
+                print(f"  {kind}: {shown}")
+    return 0
+
+
+# -- bench ------------------------------------------------------------------------------------
+
+def time_calls(fn: Callable[[], Any], repeat: int, warmup: int) -> list[float]:
+    """Seconds per call of ``fn`` after ``warmup`` untimed calls."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def _summary(times: list[float]) -> dict[str, float]:
+    a = np.asarray(times) * 1e3
+    return {"median_ms": float(np.median(a)), "min_ms": float(a.min()),
+            "mean_ms": float(a.mean()), "repeat": len(times)}
+
+
+def cmd_bench(args) -> int:
+    from .runtime import load
+
+    if args.repeat < 1 or args.warmup < 0:
+        raise CLIError("--repeat must be >= 1 and --warmup >= 0")
+    log = Progress(args.quiet)
+    log(f"loading {args.artifact}")
+    module = load(args.artifact)
+    feed = gather_inputs(args, module, random_default=True)  # timing needs no real data
+    for k, v in feed.items():
+        module.set_input(k, v)
+    log(f"timing nnvm ({module.target}): {args.warmup} warmup, {args.repeat} runs")
+    result: dict[str, Any] = {"nnvm": _summary(time_calls(module.run, args.repeat,
+                                                          args.warmup))}
+    result["nnvm"]["target"] = module.target
+    if args.compare:
+        if args.compare != "onnxruntime":
+            raise CLIError(f"--compare {args.compare!r}: only 'onnxruntime' is supported")
+        if not args.onnx:
+            raise CLIError("--compare onnxruntime needs --onnx MODEL.onnx (the same model)")
+        result["onnxruntime"], diff = _bench_onnxruntime(args, module, feed, log)
+        result["ratio"] = result["nnvm"]["median_ms"] / result["onnxruntime"]["median_ms"]
+        result["max_abs_diff"] = diff
+    if args.json:
+        _print_json(result)
+        return 0
+    n = result["nnvm"]
+    print(f"nnvm ({n['target']}): median {n['median_ms']:.3f} ms, min {n['min_ms']:.3f} ms "
+          f"over {n['repeat']} runs")
+    if args.compare:
+        o = result["onnxruntime"]
+        print(f"onnxruntime {o['version']}: median {o['median_ms']:.3f} ms, "
+              f"min {o['min_ms']:.3f} ms over {o['repeat']} runs")
+        print(f"ratio nnvm/onnxruntime: {result['ratio']:.2f}x (max abs output difference "
+              f"{result['max_abs_diff']:.3g})")
+    return 0
+
+
+def _bench_onnxruntime(args, module, feed: dict, log) -> tuple[dict, float]:
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        raise CLIError("--compare onnxruntime: onnxruntime is not installed; "
+                       "pip install onnxruntime") from None
+    if not os.path.exists(args.onnx):
+        raise CLIError(f"--onnx {args.onnx!r} not found")
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    try:
+        sess = ort.InferenceSession(args.onnx, opts, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own exception types
+        raise CLIError(f"--onnx {args.onnx}: onnxruntime cannot load it ({exc})") from None
+    names = [i.name for i in sess.get_inputs()]
+    missing = [n for n in names if n not in feed]
+    if missing:
+        raise CLIError(f"--onnx {args.onnx}: inputs {missing} are not inputs of the artifact "
+                       f"({sorted(feed)}); compare the same model")
+    ort_feed = {n: feed[n] for n in names}
+    log(f"timing onnxruntime {ort.__version__}: {args.warmup} warmup, {args.repeat} runs")
+    summary = _summary(time_calls(lambda: sess.run(None, ort_feed), args.repeat, args.warmup))
+    summary["version"] = ort.__version__
+    ours = module.run()
+    theirs = sess.run(None, ort_feed)
+    diff = 0.0
+    for a, b in zip(ours, theirs):
+        a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+        if a.shape == b.shape and a.size:
+            diff = max(diff, float(np.max(np.abs(a - b))))
+        elif a.shape != b.shape:
+            diff = float("inf")
+    return summary, diff
+
+
+# -- parser -----------------------------------------------------------------------------------
+
+_EPILOG = """examples:
+  nnvm compile model.onnx --target llvm --shape x=1,3,224,224 -o model.nnvm
+  nnvm run model.nnvm --input x=x.npy --output-dir out/
+  nnvm inspect model.nnvm
+  nnvm bench model.nnvm --repeat 50 --compare onnxruntime --onnx model.onnx
+  nnvm plugins
+
+Errors print as one line and exit with status 2; --debug shows the traceback."""
+
+_HELP = argparse.RawDescriptionHelpFormatter
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="nnvm", formatter_class=_HELP, epilog=_EPILOG,
+        description="NNVM: compile deep-learning models to one-file artifacts and run them.")
+    parser.add_argument("--version", action="version", version=f"nnvm {__version__}")
+    parser.add_argument("--debug", action="store_true",
+                        help="show full tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("compile", help="compile a model to a .nnvm artifact", formatter_class=_HELP,
+                       description="Import a model, optimise it and write one .nnvm file.",
+                       epilog="examples:\n"
+                              "  nnvm compile model.onnx --shape x=1,3,224,224 -o model.nnvm\n"
+                              "  nnvm compile net.json --params net.params --shape data=1,8 "
+                              "--target reference --opt-level 3 -o net.nnvm\n"
+                              "  nnvm compile model.onnx --dtype x=int64 --target llvm")
+    p.add_argument("model", help="an .onnx file (needs nnvm-frontend-onnx) or NNVM graph .json")
+    p.add_argument("--params", help="param-dict file (NNVM/TVM format) for a graph .json")
+    p.add_argument("--target", help="reference, llvm, opencl, cuda, with options "
+                                    "('llvm -mcpu=native'); default: best available")
+    p.add_argument("--shape", action="append", metavar="NAME=D1,D2,...",
+                   help="input shape, repeatable")
+    p.add_argument("--dtype", action="append", metavar="[NAME=]DTYPE",
+                   help="input dtype for all inputs, or per input (repeatable)")
+    p.add_argument("--opt-level", type=int, default=2, choices=range(4), metavar="{0..3}",
+                   help="optimisation level (default 2)")
+    p.add_argument("-o", "--output", metavar="OUT.nnvm", help="artifact path")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    p.set_defaults(func=cmd_compile)
+
+    p = sub.add_parser("run", help="run an artifact on .npy inputs", formatter_class=_HELP,
+                       description="Load a .nnvm artifact, run it once, save the outputs.",
+                       epilog="examples:\n"
+                              "  nnvm run model.nnvm --input x=x.npy --output-dir out/\n"
+                              "  nnvm run model.nnvm --random --json")
+    p.add_argument("artifact", help="a .nnvm file")
+    p.add_argument("--input", action="append", metavar="NAME=FILE.npy",
+                   help="an input array, repeatable")
+    p.add_argument("--random", action="store_true",
+                   help="random values for inputs not given with --input")
+    p.add_argument("--seed", type=int, default=0, help="seed for --random (default 0)")
+    p.add_argument("--output-dir", metavar="DIR", help="write DIR/<output-name>.npy")
+    p.add_argument("--json", action="store_true", help="print a JSON report")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("inspect", help="show IR, op histogram and memory statistics",
+                       formatter_class=_HELP,
+                       description="Describe a .nnvm artifact, an NNVM graph .json or an "
+                                   ".onnx model.",
+                       epilog="examples:\n  nnvm inspect model.nnvm\n"
+                              "  nnvm inspect model.onnx --shape x=1,3,224,224 --json\n"
+                              "  nnvm inspect net.json --params net.params")
+    p.add_argument("model", help=".nnvm, graph .json or .onnx")
+    p.add_argument("--shape", action="append", metavar="NAME=D1,D2,...",
+                   help="input shape for .json/.onnx, repeatable")
+    p.add_argument("--dtype", action="append", metavar="[NAME=]DTYPE", help="input dtype")
+    p.add_argument("--params", help="param-dict file for a graph .json")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_inspect)
+
+    p = sub.add_parser("plugins", help="list plugins, versions, availability",
+                       formatter_class=_HELP,
+                       description="Every discovered plugin: version, availability (with the "
+                                   "reason when unavailable) and what it provides.",
+                       epilog="examples:\n  nnvm plugins\n  nnvm plugins --json")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_plugins)
+
+    p = sub.add_parser("bench", help="time an artifact (optionally against onnxruntime)",
+                       formatter_class=_HELP,
+                       description="Median latency of module.run(); inputs are random unless "
+                                   "given with --input.",
+                       epilog="examples:\n  nnvm bench model.nnvm --repeat 100 --warmup 10\n"
+                              "  nnvm bench model.nnvm --compare onnxruntime --onnx model.onnx")
+    p.add_argument("artifact", help="a .nnvm file")
+    p.add_argument("--repeat", type=int, default=20, help="timed runs (default 20)")
+    p.add_argument("--warmup", type=int, default=3, help="untimed runs first (default 3)")
+    p.add_argument("--input", action="append", metavar="NAME=FILE.npy",
+                   help="an input array, repeatable")
+    p.add_argument("--seed", type=int, default=0, help="seed for random inputs")
+    p.add_argument("--compare", metavar="RUNTIME", help="also time 'onnxruntime'")
+    p.add_argument("--onnx", metavar="MODEL.onnx", help="the ONNX model for --compare")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    p.set_defaults(func=cmd_bench)
+
+    from .plugin_manager import get_plugin_manager
+
+    get_plugin_manager().hook.nnvm_add_cli_commands(subparsers=sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``nnvm`` console script; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if getattr(args, "func", None) is None:
+            parser.print_help()
+            return EXIT_ERROR
+        return int(args.func(args) or 0)
+    except NNVMError as exc:
+        if debug:
+            raise
+        print(f"nnvm: error: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("nnvm: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # noqa: BLE001 - the last line of defence of a CLI
+        if debug:
+            raise
+        print(f"nnvm: internal error: {type(exc).__name__}: {_one_line(exc)} "
+              f"(rerun with --debug for the traceback)", file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
