@@ -35,7 +35,7 @@ class Node:
     """
 
     __slots__ = ("op", "name", "attrs", "inputs", "control_deps", "subgraphs", "info",
-                 "__weakref__")
+                 "_nout", "__weakref__")
 
     def __init__(self, op, name: str, attrs: dict | None = None,
                  inputs: Sequence[NodeEntry] = (), control_deps: Sequence["Node"] = (),
@@ -47,6 +47,7 @@ class Node:
         self.control_deps = list(control_deps)
         self.subgraphs = list(subgraphs)
         self.info: dict[str, Any] = {}
+        self._nout: int | None = None
 
     @property
     def is_variable(self) -> bool:
@@ -54,7 +55,12 @@ class Node:
 
     @property
     def num_outputs(self) -> int:
-        return 1 if self.op is None else self.op.num_outputs(self.attrs)
+        # Cached: it is asked for on every traversal, and attrs that change it (e.g. split's
+        # sections) are fixed once a node exists. Code that edits attrs in place must reset
+        # ``_nout`` to None.
+        if self._nout is None:
+            self._nout = 1 if self.op is None else self.op.num_outputs(self.attrs)
+        return self._nout
 
     @property
     def num_inputs(self) -> int:

@@ -107,6 +107,7 @@ class Symbol:
             if node.op is not None and k in node.op.params:
                 v = parse_value(node.op.params[k], v, f"node '{node.name}'")
             node.attrs[k] = v
+        node._nout = None
 
     def _add_control_deps(self, deps: "Symbol") -> None:
         node = self._head("_add_control_deps")

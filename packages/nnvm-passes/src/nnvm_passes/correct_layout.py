@@ -43,6 +43,15 @@ def expected_layouts(node: Node, in_layouts: list) -> tuple[list, list]:
     return [None] * len(in_layouts), [None] * node.num_outputs
 
 
+def node_map_default(node: Node, inputs: list[NodeEntry]) -> Node:
+    """The node itself when its inputs are unchanged, else a copy reading ``inputs``."""
+    if all(a.node is b.node and a.index == b.index for a, b in zip(inputs, node.inputs)):
+        return node
+    new = Node(node.op, node.name, node.attrs, inputs, node.control_deps, node.subgraphs)
+    new.info = node.info
+    return new
+
+
 def _insert_transforms(graph: Graph) -> tuple[list[NodeEntry], dict]:
     given = graph.attrs.get("layout_inputs") or {}
     if isinstance(given, str):
@@ -58,8 +67,10 @@ def _insert_transforms(graph: Graph) -> tuple[list[NodeEntry], dict]:
         want, _ = expected_layouts(node, have)
         fixed = [layout_transform(e, h, w) if h and w and h != w else e
                  for e, h, w in zip(inputs, have, want)]
-        new = node if all(a is b for a, b in zip(fixed, node.inputs)) else \
-            Node(node.op, node.name, node.attrs, fixed, node.control_deps, node.subgraphs)
+        if all(a is b for a, b in zip(fixed, inputs)):
+            new = node_map_default(node, inputs)
+        else:
+            new = Node(node.op, node.name, node.attrs, fixed, node.control_deps, node.subgraphs)
         _, outs = expected_layouts(new, [w or h for h, w in zip(have, want)])
         for k, lay in enumerate(outs):
             layouts[(id(new), k)] = lay
@@ -121,10 +132,15 @@ RULES = [
 @register_pass("CorrectLayout", provides=("layout",), change_graph=True, opt_level=0)
 def correct_layout(graph: Graph) -> Graph:
     """Insert, sink and cancel ``__layout_transform__`` nodes; provide per-entry ``layout``."""
-    outputs, _ = _insert_transforms(graph)
-    g = rewrite(ensure_inferred(with_outputs(graph, outputs)), RULES)
-    outputs, layouts = _insert_transforms(g)
-    g = with_outputs(g, outputs)
+    outputs, layouts = _insert_transforms(graph)
+    untouched = all(a.node is b.node and a.index == b.index
+                    for a, b in zip(outputs, graph.outputs))
+    if untouched and not any(n.op is not None and n.op.name == _T for n in graph.index.nodes):
+        g = graph  # nothing inserted and nothing to sink or cancel: keep the graph as it is
+    else:
+        g = rewrite(ensure_inferred(with_outputs(graph, outputs)), RULES)
+        outputs, layouts = _insert_transforms(g)
+        g = with_outputs(g, outputs)
     idx = g.index
     lay = [layouts.get((id(n), k)) for n in idx.nodes for k in range(n.num_outputs)]
     return g.with_attrs(layout=lay)

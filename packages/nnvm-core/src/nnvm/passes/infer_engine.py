@@ -43,18 +43,19 @@ def infer_attr(graph: Graph, *, name: str, inputs_key: str, var_key: str,
         if v is not None:
             vals[rptr[nid]] = normalize(v, f"input '{node.name}'")
 
-    def visit(nid: int) -> bool:
-        node = idx.nodes[nid]
-        if node.op is None:
-            return False
-        rule = node.op.get_attr(rule_key) or default_rule
-        if rule is None:
-            return False
-        in_eids = [rptr[i] + k for i, k, _ in idx.inputs[nid]]
-        out_eids = list(range(rptr[nid], rptr[nid + 1]))
+    # Precompute each op node's rule and entry ids once: sweeps revisit every node.
+    plan = []
+    for nid, node in enumerate(idx.nodes):
+        rule = None if node.op is None else (node.op.get_attr(rule_key) or default_rule)
+        if rule is not None:
+            plan.append((nid, node, rule, [rptr[i] + k for i, k, _ in idx.inputs[nid]],
+                         list(range(rptr[nid], rptr[nid + 1]))))
+
+    def visit(step) -> bool:
+        nid, node, rule, in_eids, out_eids = step
         ins = [vals[e] for e in in_eids]
         outs = [vals[e] for e in out_eids]
-        if all(v is not None for v in ins) and all(v is not None for v in outs):
+        if None not in ins and None not in outs:
             return False
         try:
             new_ins, new_outs = rule(node.attrs, list(ins), list(outs))
@@ -78,12 +79,11 @@ def infer_attr(graph: Graph, *, name: str, inputs_key: str, var_key: str,
                 changed = True
         return changed
 
-    order = range(idx.num_nodes)
     forward = True
     while True:
         changed = False
-        for nid in (order if forward else reversed(order)):
-            changed |= visit(nid)
+        for step in (plan if forward else reversed(plan)):
+            changed |= visit(step)
         if not changed and not forward:
             break
         forward = not forward
