@@ -191,6 +191,20 @@ def match(pat: Pat, e: NodeEntry, out: dict[str, NodeEntry], cache: dict) -> boo
     return True
 
 
+def _may_fire(idx, rules: Sequence[Rule]) -> bool:
+    """False when every rule's root names ops and none of them occurs in the graph: then no
+    rule can fire, and big graphs skip the rewrite walk entirely."""
+    from .op import get_op
+
+    wanted: set[str] = set()
+    for rule in rules:
+        ops = rule.pattern.op
+        if ops is None:
+            return True
+        wanted.update(get_op(o).name for o in ((ops,) if isinstance(ops, str) else ops))
+    return any(n.op is not None and n.op.name in wanted for n in idx.nodes)
+
+
 def rewrite(graph: Graph, rules: Sequence[Rule], max_steps: int = 100_000) -> Graph:
     """Apply ``rules`` bottom-up until none fires; returns a new graph (or ``graph``).
 
@@ -199,6 +213,8 @@ def rewrite(graph: Graph, rules: Sequence[Rule], max_steps: int = 100_000) -> Gr
     dependencies.
     """
     idx = graph.index
+    if not _may_fire(idx, rules):
+        return graph
     ctx = _Context(graph)
     cache: dict = {}
     steps = [0]

@@ -134,12 +134,20 @@ def _find_groups(graph: Graph, opt_level: int):
 
 def _fuse_diamonds(idx, shapes, refs, pattern, group, master, members) -> None:
     """A realised, non-opaque node whose consumers all ended in one elementwise/broadcast
-    group joins it (with its own group), if it is not a graph output."""
+    group joins it (with its own group), if it is not a graph output.
+
+    Per-group summaries (heaviest pattern, output shapes, master) are kept up to date on each
+    merge, so a long chain of diamonds costs linear, not quadratic, time.
+    """
     consumers: list[list[int]] = [[] for _ in range(idx.num_nodes)]
     for nid, ins in enumerate(idx.inputs):
         for i, _, _ in ins:
             consumers[i].append(nid)
     outputs = {i for i, _, _ in idx.outputs}
+    heaviest = {g: max(op_pattern(idx.nodes[j]) for j in ms) for g, ms in members.items()}
+    out_shapes = {g: {shapes[idx.entry_id(j, 0)] for j in ms} for g, ms in members.items()}
+    gmaster = {g: master[g] for g in members}
+    out_ew = set()
     for nid in reversed(range(idx.num_nodes)):
         node = idx.nodes[nid]
         if node.op is None or refs[nid] < 2 or nid in outputs or group[nid] != nid:
@@ -147,23 +155,31 @@ def _fuse_diamonds(idx, shapes, refs, pattern, group, master, members) -> None:
         targets = {group[c] for c in consumers[nid]}
         if op_pattern(node) == OPQ or node.num_outputs != 1 or len(targets) != 1:
             continue
-        body = members[targets.pop()]
-        if any(op_pattern(idx.nodes[j]) > BC for j in body):
+        target = targets.pop()
+        if heaviest[target] > BC:
             continue
-        heavy = op_pattern(idx.nodes[master[nid]])
+        heavy = op_pattern(idx.nodes[gmaster[nid]])
         if heavy == RED:
             continue
-        if heavy == OUT_EW and any(shapes[idx.entry_id(j, 0)] != shapes[idx.entry_id(nid, 0)]
-                                   for j in body):
+        own_shape = shapes[idx.entry_id(nid, 0)]
+        if heavy == OUT_EW and out_shapes[target] != {own_shape}:
             continue
         own = members.pop(nid)
         for j in own:
-            group[j] = group[body[0]]
-        body.extend(own)
-        new_master = master[nid] if heavy == OUT_EW else group[body[0]]
-        for j in body:
-            master[j] = new_master
-            if heavy == OUT_EW:
+            group[j] = target
+        members[target].extend(own)
+        heaviest[target] = max(heaviest[target], heaviest.pop(nid))
+        small, big = sorted((out_shapes.pop(nid), out_shapes[target]), key=len)
+        big |= small
+        out_shapes[target] = big
+        gmaster[target] = gmaster.pop(nid) if heavy == OUT_EW else target
+        if heavy == OUT_EW:
+            out_ew.add(target)
+        out_ew.discard(nid)
+    for g, ms in members.items():
+        for j in ms:
+            master[j] = gmaster[g]
+            if g in out_ew:
                 pattern[j] = OUT_EW
 
 
