@@ -126,6 +126,8 @@ def _call(pm, hook_name: str, plugin_name: str, **kwargs) -> Any:
     for impl in hook.get_hookimpls():
         if impl.plugin_name == plugin_name:
             args = {k: v for k, v in kwargs.items() if k in impl.argnames}
+            if os.environ.get("NNVM_TRACE_PLUGINS"):  # direct calls bypass pluggy's tracing
+                sys.stderr.write(f"[nnvm-plugins] {hook_name} -> {plugin_name}\n")
             return impl.function(**args)
     return None
 

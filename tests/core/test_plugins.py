@@ -1,0 +1,142 @@
+"""Plugin discovery: what ``nnvm.plugins()`` reports, the environment switches, broken plugins.
+
+Switches and broken plugins run in a subprocess so the registries of this process stay clean.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import nnvm
+
+PACKAGE_PLUGINS = {"onnx", "passes", "llvm", "opencl", "cuda"}
+
+
+def run_python(code: str, env: dict | None = None, path: str | None = None):
+    """Run ``code`` in a fresh interpreter; returns the CompletedProcess (text)."""
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("NNVM_")}
+    full_env.update(env or {})
+    if path:
+        full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [path, full_env.get("PYTHONPATH")]))
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, env=full_env, timeout=120)
+
+
+def test_core_and_package_plugins_are_listed_with_availability():
+    infos = {p.name: p for p in nnvm.plugins()}
+    assert set(infos) >= {"nnvm"} | PACKAGE_PLUGINS
+    core = infos["nnvm"]
+    assert core.available and core.reason is None
+    assert core.provides["targets"] == ["reference"]
+    assert {"InferShape", "InferType"} <= set(core.provides["passes"])
+    assert {"relu", "elemwise_add"} <= set(core.provides["ops"])
+    for info in infos.values():
+        assert info.version and info.module
+        if not info.available:  # every unavailable plugin says why, in words
+            assert isinstance(info.reason, str) and len(info.reason) > 10, info
+    assert infos["passes"].module == "nnvm_passes.plugin"
+
+
+def test_plugin_str_names_state():
+    text = "\n".join(str(p) for p in nnvm.plugins())
+    assert "nnvm 0.1.0 (available)" in text
+    for info in nnvm.plugins():
+        if not info.available:
+            assert f"unavailable: {info.reason}" in text
+
+
+def test_disable_autoload_loads_only_core():
+    code = "import nnvm; print(','.join(p.name for p in nnvm.plugins()))"
+    proc = run_python(code, {"NNVM_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "nnvm"
+    proc = run_python(code, {"NNVM_DISABLE_PLUGIN_AUTOLOAD": "1", "NNVM_PLUGINS": "passes"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "nnvm,passes"
+
+
+def test_disable_autoload_still_builds_on_reference():
+    proc = run_python("""
+        import numpy as np, nnvm
+        from nnvm import sym
+        lib = nnvm.compiler.build(sym.relu(sym.Variable("x")), "reference", shape={"x": (3,)})
+        print(lib.run(x=np.array([-1.0, 0.0, 2.0], "float32"))[0].tolist())
+    """, {"NNVM_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[0.0, 0.0, 2.0]"
+
+
+def test_trace_plugins_prints_hook_calls():
+    proc = run_python("import nnvm; nnvm.plugins()", {"NNVM_TRACE_PLUGINS": "1"})
+    assert proc.returncode == 0, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("[nnvm-plugins]")]
+    assert any("nnvm_register_ops" in ln and "nnvm" in ln for ln in lines), proc.stderr
+    assert any("nnvm_register_backends" in ln for ln in lines)
+    assert any("passes" in ln for ln in lines)  # package plugins are traced too
+    quiet = run_python("import nnvm; nnvm.plugins()")
+    assert "[nnvm-plugins]" not in quiet.stderr
+
+
+def test_plugin_registered_at_run_time_that_raises_is_reported_unavailable():
+    proc = run_python("""
+        import nnvm
+        from nnvm import hookimpl
+        from nnvm.plugin_manager import register_plugin
+
+        class Broken:
+            @hookimpl
+            def nnvm_register_backends(self):
+                raise RuntimeError("no device driver")
+
+        register_plugin(Broken(), "broken")
+        info = {p.name: p for p in nnvm.plugins()}["broken"]
+        print(info.available, info.reason)
+        print(nnvm.backend.best_target())
+    """)
+    assert proc.returncode == 0, proc.stderr
+    first, second = proc.stdout.strip().splitlines()
+    assert first.startswith("False registration failed") and "no device driver" in first
+    assert second  # nnvm keeps working
+
+
+def test_entry_point_that_fails_to_import_is_reported_unavailable(tmp_path):
+    dist = tmp_path / "nnvm_broken_plugin-0.3.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: nnvm-broken-plugin\n"
+                                   "Version: 0.3\n")
+    (dist / "entry_points.txt").write_text("[nnvm]\nbroken = nnvm_broken_plugin.plugin\n")
+    pkg = tmp_path / "nnvm_broken_plugin"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "plugin.py").write_text("import a_module_that_is_not_installed\n")
+    proc = run_python("""
+        import nnvm
+        info = {p.name: p for p in nnvm.plugins()}["broken"]
+        print(info.available, info.version)
+        print(info.reason)
+        from nnvm import sym
+        print(sym.relu(sym.Variable("x")))
+    """, path=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    available, version = proc.stdout.splitlines()[0].split()
+    assert (available, version) == ("False", "0.3")
+    reason = proc.stdout.splitlines()[1]
+    assert "failed to import nnvm_broken_plugin.plugin" in reason
+    assert "a_module_that_is_not_installed" in reason
+
+
+def test_every_hookspec_is_documented_with_its_signature():
+    import inspect
+
+    from nnvm import hookspecs
+
+    doc = open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "plugins.md"),
+               encoding="utf-8").read()
+    specs = [n for n in dir(hookspecs) if n.startswith("nnvm_")]
+    assert specs
+    for name in specs:
+        params = ", ".join(inspect.signature(getattr(hookspecs, name)).parameters)
+        assert f"{name}({params})" in doc, f"docs/plugins.md does not document {name}({params})"
