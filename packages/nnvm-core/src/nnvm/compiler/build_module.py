@@ -86,6 +86,24 @@ def _normalize_inputs(graph: Graph, shape, dtype, params) -> tuple[dict, dict, d
     return shapes, dtypes, params
 
 
+def _only_dynamic_unknown(graph: Graph) -> bool:
+    """True when every unknown shape is downstream of an op whose output size depends on
+    data (``TDynamicShape``, e.g. non_zero, non_max_suppression): such graphs are fine for
+    targets that allocate at run time (``reference``), and marked ``dynamic_shape``."""
+    idx = graph.index
+    rptr = idx.entry_rptr
+    shapes = graph.attrs["shape"]
+    dynamic = [False] * idx.num_nodes
+    for nid, node in enumerate(idx.nodes):
+        dynamic[nid] = node.op is not None and (
+            bool(node.op.get_attr("TDynamicShape", False)) or
+            any(dynamic[i] for i, _, _ in idx.inputs[nid]))
+        if not dynamic[nid] and any(shapes[e] is None for e in range(rptr[nid], rptr[nid + 1])):
+            return False
+    graph.attrs["dynamic_shape"] = any(dynamic)
+    return True
+
+
 def optimize(graph: Graph | Symbol, shape: Mapping | None = None, dtype: Any = "float32",
              params: Mapping | None = None, opt_level: int | None = None,
              log: Callable[[str], None] | None = None) -> tuple[Graph, dict]:
@@ -101,7 +119,7 @@ def optimize(graph: Graph | Symbol, shape: Mapping | None = None, dtype: Any = "
             names.append(required)
     g = apply_passes(g, names, log=log)
     params = g.attrs.get("params", params)
-    if g.attrs.get("shape_num_unknown_nodes"):
+    if g.attrs.get("shape_num_unknown_nodes") and not _only_dynamic_unknown(g):
         where = first_unknown(g, "shape")
         missing = [n for n in g.index.input_names if n not in shapes and n not in params]
         raise ShapeError(format_error(

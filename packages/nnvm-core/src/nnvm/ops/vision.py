@@ -1,0 +1,184 @@
+"""Detection ops with ONNX semantics: non_max_suppression, roi_align, max_roi_pool.
+
+``non_max_suppression`` returns exactly ONNX's ``[num_selected, 3]`` int64 triples
+``(batch, class, box)``; how many depends on the scores, so its shape rule leaves the output
+unknown and the op carries ``TDynamicShape=True`` (no invented upper bound). The reference
+interpreter runs it; static backends need the output shape and cannot.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ShapeError
+from ..op import OpPattern
+from ..params import Param
+from .math import register_once
+
+OPAQUE = OpPattern.OPAQUE
+
+
+def _corners(boxes, center_point_box):
+    """(y1, x1, y2, x2) with y1 <= y2 and x1 <= x2, from either ONNX box format."""
+    if center_point_box:
+        xc, yc, w, h = np.moveaxis(boxes, -1, 0)
+        return np.stack([yc - h / 2, xc - w / 2, yc + h / 2, xc + w / 2], axis=-1)
+    y1, x1, y2, x2 = np.moveaxis(boxes, -1, 0)
+    return np.stack([np.minimum(y1, y2), np.minimum(x1, x2), np.maximum(y1, y2),
+                     np.maximum(x1, x2)], axis=-1)
+
+
+def _iou(box, others):
+    ih = np.minimum(box[2], others[:, 2]) - np.maximum(box[0], others[:, 0])
+    iw = np.minimum(box[3], others[:, 3]) - np.maximum(box[1], others[:, 1])
+    inter = np.maximum(ih, 0) * np.maximum(iw, 0)
+    area = (box[2] - box[0]) * (box[3] - box[1])
+    areas = (others[:, 2] - others[:, 0]) * (others[:, 3] - others[:, 1])
+    union = area + areas - inter
+    with np.errstate(invalid="ignore", divide="ignore"):
+        iou = np.where((area > 0) & (areas > 0) & (union > 0), inter / union, 0.0)
+    return iou
+
+
+def _nms_ref(attrs, boxes, scores):
+    limit = attrs["max_output_boxes_per_class"]
+    iou_t, score_t = attrs["iou_threshold"], attrs["score_threshold"]
+    out = []
+    corners = _corners(boxes.astype(np.float64), attrs["center_point_box"])
+    for b in range(scores.shape[0]):
+        for c in range(scores.shape[1]):
+            s = scores[b, c].astype(np.float64)
+            cand = np.arange(s.size) if score_t is None else np.nonzero(s > score_t)[0]
+            cand = cand[np.argsort(-s[cand], kind="stable")]  # ties: lower index first
+            kept: list[int] = []
+            while cand.size and len(kept) < limit:
+                best = cand[0]
+                kept.append(best)
+                rest = cand[1:]
+                cand = rest[_iou(corners[b, best], corners[b, rest]) <= iou_t]
+            out += [(b, c, k) for k in kept]
+    return np.array(out, dtype=np.int64).reshape(-1, 3)
+
+
+def _nms_shape(attrs, ins, outs):
+    bx, sc = ins
+    if bx is not None and sc is not None and (bx[0] != sc[0] or bx[1] != sc[2]):
+        raise ShapeError(f"boxes {bx} and scores {sc} disagree: expected boxes (B, N, 4) "
+                         f"with scores (B, C, N)")
+    return ins, outs
+
+
+register_once("non_max_suppression", doc="ONNX NonMaxSuppression: per batch and class, greedily "
+              "keep the best-scoring boxes whose IoU with every kept box is <= iou_threshold. "
+              "Output int64 (num_selected, 3), known only at run time.",
+              inputs=("boxes", "scores"),
+              params=[Param("max_output_boxes_per_class", "int", 0, "limit per class"),
+                      Param("iou_threshold", "float", 0.0, "suppress IoU above this"),
+                      Param("score_threshold", "any", None, "drop scores <= this (None = keep "
+                                                            "all)"),
+                      Param("center_point_box", "int", 0, "0: corners; 1: center, size",
+                            (0, 1))],
+              shape=_nms_shape, dtype=lambda attrs, ins, outs: (ins, ["int64"]),
+              reference=_nms_ref, pattern=OPAQUE, TDynamicShape=True, support_level=5)
+
+
+# -- roi_align ----------------------------------------------------------------------------------
+
+def _bilinear_taps(coord, size):
+    """Per sample: low/high index, weights, validity (ONNX / Caffe2 RoiAlign rules)."""
+    valid = (coord >= -1.0) & (coord <= size)
+    c = np.maximum(coord, 0.0)
+    low = np.floor(c).astype(np.int64)
+    edge = low >= size - 1
+    low = np.where(edge, size - 1, low)
+    high = np.where(edge, size - 1, low + 1)
+    c = np.where(edge, low, c)
+    frac = c - low
+    return low, high, 1.0 - frac, frac, valid
+
+
+def _roi_align_ref(attrs, x, rois, batch_indices):
+    oh, ow, sr = attrs["output_height"], attrs["output_width"], attrs["sampling_ratio"]
+    half = attrs["coordinate_transformation_mode"] == "half_pixel"
+    n, c, h, w = x.shape
+    out = np.zeros((rois.shape[0], c, oh, ow), dtype=np.float64)
+    off = 0.5 if half else 0.0
+    for r, (roi, bi) in enumerate(zip(rois.astype(np.float64), batch_indices)):
+        x0, y0, x1, y1 = roi * attrs["spatial_scale"] - off
+        rw, rh = x1 - x0, y1 - y0
+        if not half:
+            rw, rh = max(rw, 1.0), max(rh, 1.0)
+        bh, bw = rh / oh, rw / ow
+        gh = sr if sr > 0 else int(np.ceil(rh / oh))
+        gw = sr if sr > 0 else int(np.ceil(rw / ow))
+        ys = y0 + np.arange(oh)[:, None] * bh + (np.arange(gh)[None, :] + 0.5) * bh / gh
+        xs = x0 + np.arange(ow)[:, None] * bw + (np.arange(gw)[None, :] + 0.5) * bw / gw
+        yl, yh_, wy0, wy1, vy = _bilinear_taps(ys.reshape(-1), h)  # (oh*gh,)
+        xl, xh_, wx0, wx1, vx = _bilinear_taps(xs.reshape(-1), w)  # (ow*gw,)
+        img = x[int(bi)].astype(np.float64)  # (c, h, w)
+        valid = vy[:, None] & vx[None, :]
+        taps = [(yl, xl, wy0[:, None] * wx0[None, :]), (yl, xh_, wy0[:, None] * wx1[None, :]),
+                (yh_, xl, wy1[:, None] * wx0[None, :]), (yh_, xh_, wy1[:, None] * wx1[None, :])]
+        vals = [img[:, yy][:, :, xx] * np.where(valid, wt, 0.0) for yy, xx, wt in taps]
+        if attrs["mode"] == "avg":
+            s = sum(vals).reshape(c, oh, gh, ow, gw)
+            out[r] = s.sum(axis=(2, 4)) / max(gh * gw, 1)
+        else:
+            s = np.maximum.reduce(vals).reshape(c, oh, gh, ow, gw)
+            out[r] = s.max(axis=(2, 4))
+    return out.astype(x.dtype)
+
+
+def _roi_shape(attrs, ins, outs):
+    x, rois = ins[0], ins[1]
+    if x is None or rois is None:
+        return ins, outs
+    new_ins = list(ins)
+    if len(ins) > 2:
+        new_ins[2] = (rois[0],)
+    return new_ins, [(rois[0], x[1], attrs["output_height"], attrs["output_width"])]
+
+
+register_once("roi_align", doc="ONNX RoiAlign: bilinear average (or max) pooling of each region "
+              "of interest (x1, y1, x2, y2) into output_height x output_width bins.",
+              inputs=("data", "rois", "batch_indices"),
+              params=[Param("mode", "str", "avg", "avg or max", ("avg", "max")),
+                      Param("output_height", "int", 1, "bins"),
+                      Param("output_width", "int", 1, "bins"),
+                      Param("sampling_ratio", "int", 0, "samples per bin; 0 = adaptive"),
+                      Param("spatial_scale", "float", 1.0, "roi -> feature map scale"),
+                      Param("coordinate_transformation_mode", "str", "half_pixel",
+                            "pixel shift", ("half_pixel", "output_half_pixel"))],
+              shape=_roi_shape,
+              dtype=lambda attrs, ins, outs: ([ins[0], ins[0], ins[2] or "int64"], [ins[0]]),
+              reference=_roi_align_ref, pattern=OPAQUE, support_level=5)
+
+
+def _max_roi_pool_ref(attrs, x, rois):
+    ph, pw = attrs["pooled_shape"]
+    scale = attrs["spatial_scale"]
+    n, c, h, w = x.shape
+    out = np.zeros((rois.shape[0], c, ph, pw), dtype=x.dtype)
+    for r, roi in enumerate(rois):
+        b = int(roi[0])
+        x0, y0, x1, y1 = (np.round(roi[1:5] * scale)).astype(np.int64)
+        rh, rw = max(y1 - y0 + 1, 1), max(x1 - x0 + 1, 1)
+        for i in range(ph):
+            hs = min(max(y0 + int(np.floor(i * rh / ph)), 0), h)
+            he = min(max(y0 + int(np.ceil((i + 1) * rh / ph)), 0), h)
+            for j in range(pw):
+                ws = min(max(x0 + int(np.floor(j * rw / pw)), 0), w)
+                we = min(max(x0 + int(np.ceil((j + 1) * rw / pw)), 0), w)
+                if he > hs and we > ws:
+                    out[r, :, i, j] = x[b, :, hs:he, ws:we].max(axis=(1, 2))
+    return out
+
+
+register_once("max_roi_pool", doc="ONNX MaxRoiPool: max over each bin of each region of "
+              "interest (batch, x1, y1, x2, y2); empty bins give 0.", inputs=("data", "rois"),
+              params=[Param("pooled_shape", "ints", doc="(height, width)"),
+                      Param("spatial_scale", "float", 1.0, "roi -> feature map scale")],
+              shape=lambda attrs, ins, outs: (ins, outs if None in ins else [
+                  (ins[1][0], ins[0][1]) + tuple(attrs["pooled_shape"])]),
+              dtype=lambda attrs, ins, outs: (ins, [ins[0]]), reference=_max_roi_pool_ref,
+              pattern=OPAQUE, support_level=5)
