@@ -1,12 +1,20 @@
-"""Entry point of the NNVM ONNX frontend (group `nnvm`, name `onnx`).
+"""Entry point of the NNVM ONNX frontend (group ``nnvm``, name ``onnx``).
 
-The importer is not built yet (issue #3), so the plugin registers nothing and says so.
+Imports without onnx installed: the frontend then reports why it is unavailable.
 """
+
+from __future__ import annotations
 
 from nnvm import hookimpl
 
 
 @hookimpl
+def nnvm_register_frontends() -> list:
+    from .frontend import OnnxFrontend
+
+    return [OnnxFrontend()]
+
+
+@hookimpl
 def nnvm_plugin_info() -> dict:
-    return {"summary": "ONNX frontend (nnvm.frontend.from_onnx)",
-            "available": "the ONNX importer is not implemented yet (tracked in issue #3)"}
+    return {"summary": "ONNX frontend (nnvm.frontend.from_onnx) and onnx.backend adapter"}

@@ -1,0 +1,134 @@
+"""``onnx.backend`` adapter: run ONNX models (and the ONNX backend test suite) on NNVM.
+
+``Backend.prepare(model)`` checks the model and reports every unsupported op up front;
+``rep.run(inputs)`` imports it specialised to the concrete input
+shapes, compiles for the target and caches the module per input signature. Inputs that the
+importer needs as constants (a Reshape target fed as a graph input...) are frozen to their
+values for that compilation, so the cache key then includes those values.
+
+The target comes from ``target=`` or ``NNVM_TARGET``; default: the best available backend.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+import numpy as np
+from onnx.backend.base import Backend as _OnnxBackend
+from onnx.backend.base import BackendRep
+
+from .errors import NeedsConstantError
+
+
+def _default_target() -> str | None:
+    return os.environ.get("NNVM_TARGET") or None
+
+
+class NNVMBackendRep(BackendRep):
+    """A prepared model: compiles lazily per input signature and runs on the target."""
+
+    def __init__(self, model, target: str | None, opt_level: int = 2, **options: Any):
+        self.model = model
+        self.target = target
+        self.opt_level = opt_level
+        self.options = options
+        inits = {t.name for t in model.graph.initializer}
+        self.input_names = [i.name for i in model.graph.input if i.name not in inits]
+        self._cache: dict[Any, tuple] = {}
+        self._frozen: set[str] = set()
+
+    def run(self, inputs: Any, **kwargs: Any) -> tuple:
+        if isinstance(inputs, dict):
+            feed = {k: np.asarray(v) for k, v in inputs.items()}
+        else:
+            if isinstance(inputs, np.ndarray) or not isinstance(inputs, (list, tuple)):
+                inputs = [inputs]
+            feed = {n: np.asarray(v) for n, v in zip(self.input_names, inputs)}
+        module, frozen = self._compile(feed)
+        outs = module.run(**{k: v for k, v in feed.items()
+                             if k not in frozen and k in module.input_names})
+        return tuple(outs)
+
+    def _key(self, feed: dict, frozen: set[str]):
+        return tuple((k, v.shape, v.dtype.str, v.tobytes() if k in frozen else None)
+                     for k, v in sorted(feed.items()))
+
+    def _compile(self, feed: dict):
+        import nnvm
+
+        from .importer import import_model
+
+        key = self._key(feed, self._frozen)
+        if key in self._cache:
+            return self._cache[key]
+        frozen = set(self._frozen)
+        for _ in range(len(feed) + 1):
+            try:
+                graph, params = import_model(
+                    self.model, shape={k: v.shape for k, v in feed.items() if k not in frozen},
+                    dtype={k: v.dtype.name for k, v in feed.items() if k not in frozen},
+                    freeze={k: feed[k] for k in frozen}, check=False,
+                    static_shapes=True)
+                break
+            except NeedsConstantError as exc:
+                new = [n for n in exc.inputs if n in feed and n not in frozen]
+                if not new:
+                    raise
+                frozen.update(new)
+        shapes = graph.attrs.get("shape_inputs", {})
+        dtypes = graph.attrs.get("dtype_inputs", {})
+        module = nnvm.compiler.build(graph, target=self.target, shape=shapes, dtype=dtypes,
+                                     params=params, opt_level=self.opt_level, **self.options)
+        self._frozen |= frozen
+        entry = (module, frozen)
+        self._cache[self._key(feed, frozen)] = entry
+        return entry
+
+
+class Backend(_OnnxBackend):
+    """NNVM as an ``onnx.backend``: ``prepare``, ``run_model``, ``supports_device``."""
+
+    @classmethod
+    def is_compatible(cls, model, device: str = "CPU", **kwargs: Any) -> bool:
+        return cls.supports_device(device)
+
+    @classmethod
+    def prepare(cls, model, device: str = "CPU", target: str | None = None, **kwargs: Any
+                ) -> NNVMBackendRep:
+        from .loader import load_model
+
+        super().prepare(model, device, **kwargs)
+        from .importer import OnnxImporter
+
+        proto, _ = load_model(model, check=True)
+        OnnxImporter(proto).report_unsupported(proto.graph)
+        options = {k: v for k, v in kwargs.items() if k not in ("rtol", "atol")}
+        return NNVMBackendRep(proto, target or _default_target(), **options)
+
+    @classmethod
+    def run_model(cls, model, inputs: Any, device: str = "CPU", **kwargs: Any) -> tuple:
+        return cls.prepare(model, device, **kwargs).run(inputs)
+
+    @classmethod
+    def run_node(cls, node, inputs: Sequence[Any], device: str = "CPU", outputs_info=None,
+                 **kwargs: Any) -> tuple:
+        from onnx import helper
+
+        inputs = [np.asarray(i) for i in inputs]
+        ins = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype),
+                                             a.shape) for n, a in zip(node.input, inputs)]
+        outs = [helper.make_tensor_value_info(n, 0, None) for n in node.output]
+        graph = helper.make_graph([node], "run_node", ins, outs)
+        model = helper.make_model(graph)
+        return cls.run_model(model, inputs, device, **kwargs)
+
+    @classmethod
+    def supports_device(cls, device: str) -> bool:
+        return str(device).upper().startswith("CPU")
+
+
+prepare = Backend.prepare
+run_model = Backend.run_model
+run_node = Backend.run_node
+supports_device = Backend.supports_device

@@ -1,0 +1,158 @@
+"""If, Loop and Scan: subgraphs become NNVM Graphs held in ``Node.subgraphs``.
+
+An If whose condition folds to a constant is replaced by its branch, converted inline in the
+enclosing graph (no control flow survives). Otherwise the node becomes NNVM's ``if_else``,
+``loop`` or ``scan`` op (``nnvm/ops/control_flow.py``), whose subgraphs read enclosing values
+through extra *captured* inputs; the reference interpreter executes them with
+``FReferenceNode``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import OnnxImportError, format_error
+from ..importer import Scope
+from ..registry import converter
+
+
+def _inline_branch(ctx, graph_proto):
+    """Convert a branch's nodes into the enclosing graph; returns its output Values."""
+    scope = Scope(ctx.scope)
+    from ..tensors import tensor_to_array
+    from ..importer import Value
+
+    for t in graph_proto.initializer:
+        scope.values[t.name] = Value(t.name, const=tensor_to_array(t, ctx.where))
+    prefix = (ctx.node.name or ctx.node.output[0]) + "/"
+    import onnx
+
+    nodes = []
+    for n in graph_proto.node:
+        m = onnx.NodeProto()
+        m.CopyFrom(n)
+        m.name = prefix + (n.name or n.op_type)
+        nodes.append(m)
+    ctx.importer.convert_nodes(ctx.builder, scope, nodes)
+    outs = []
+    for o in graph_proto.output:
+        v = scope.lookup(o.name)
+        if v is None:
+            raise OnnxImportError(format_error(ctx.where, f"branch output '{o.name}' is "
+                                               "produced by no node"))
+        outs.append(v)
+    return outs
+
+
+def _capture_inputs(captured):
+    return [v for _, v in captured]
+
+
+@converter("If", requires=("if_else",))
+def _if(ctx, node):
+    then_g, else_g = ctx.attr("then_branch"), ctx.attr("else_branch")
+    cond = ctx.input(0)
+    if cond.const is not None:
+        take = bool(np.asarray(cond.const).reshape(-1)[0])
+        return _inline_branch(ctx, then_g if take else else_g)
+    t_graph, t_params, _, t_cap, t_outs = ctx.subgraph(then_g)
+    e_graph, e_params, _, e_cap, e_outs = ctx.subgraph(else_g)
+    t_graph = t_graph.with_attrs(params=t_params)
+    e_graph = e_graph.with_attrs(params=e_params)
+    out_shapes = []
+    for a, b in zip(t_outs, e_outs):
+        out_shapes.append(a.shape if a.shape == b.shape else None)
+    out_dtypes = [a.dtype or b.dtype for a, b in zip(t_outs, e_outs)]
+    if ctx.importer.static_shapes and any(s is None for s in out_shapes):
+        raise ctx.importer.needs_constant(
+            ctx, cond, "the condition (the branches' output shapes differ)")
+    ins = [cond] + _capture_inputs(t_cap) + _capture_inputs(e_cap)
+    return ctx.op_multi("if_else", *ins, num_outputs=len(t_outs),
+                        num_then_captured=len(t_cap),
+                        then_inputs=tuple(n for n, _ in t_cap),
+                        else_inputs=tuple(n for n, _ in e_cap),
+                        output_shapes=tuple(out_shapes), output_dtypes=tuple(out_dtypes),
+                        subgraphs=[t_graph, e_graph])
+
+
+@converter("Loop", requires=("loop",))
+def _loop(ctx, node):
+    body = ctx.attr("body")
+    trip = ctx.input(0) if ctx.has_input(0) else ctx.constant(
+        np.array(np.iinfo(np.int64).max, dtype=np.int64))
+    cond = ctx.input(1) if ctx.has_input(1) else ctx.constant(np.array(True))
+    carried = [ctx.input(i) for i in range(2, ctx.num_inputs)]
+    nc = len(carried)
+    specs = [((), "int64"), ((), "bool")] + [(v.shape, v.dtype) for v in carried]
+    g, params, formal, captured, outs = ctx.subgraph(body, input_specs=specs)
+    ns = len(outs) - 1 - nc
+    if ns < 0:
+        raise OnnxImportError(format_error(ctx.where, "body has fewer outputs than carried "
+                                           "values", 1 + nc, len(outs)))
+    # The iteration count is static when the trip count is a constant and the body's
+    # condition output is its condition input or a constant true.
+    body_cond = outs[0]
+    static_trip = None
+    if trip.const is not None and (cond.const is None or bool(cond.const.reshape(-1)[0])):
+        passthrough = body_cond.entry is not None and body_cond.entry.node.op is None and \
+            body_cond.entry.node.name == formal[1]
+        if (body_cond.const is not None and bool(body_cond.const.reshape(-1)[0])) or \
+                (passthrough and cond.const is not None):
+            static_trip = int(trip.const.reshape(-1)[0])
+    shapes, dtypes, elem = [], [], []
+    for k, v in enumerate(outs[1:]):
+        dtypes.append(v.dtype)
+        if k < nc:
+            shapes.append(v.shape if v.shape == carried[k].shape else None)
+        else:
+            elem.append(v.shape)
+            shapes.append(None if static_trip is None or v.shape is None
+                          else (static_trip, *v.shape))
+    return ctx.op_multi("loop", trip, cond, *carried, *[v for _, v in captured],
+                        num_outputs=nc + ns, num_carried=nc, num_scan_outputs=ns,
+                        body_inputs=tuple(formal + [n for n, _ in captured]),
+                        scan_elem_shapes=tuple(elem), output_shapes=tuple(shapes),
+                        output_dtypes=tuple(dtypes), subgraphs=[g.with_attrs(params=params)])
+
+
+@converter("Scan", since=9, requires=("scan",))
+def _scan(ctx, node):
+    body = ctx.attr("body")
+    nx = ctx.attr("num_scan_inputs")
+    ins = [ctx.input(i) for i in range(ctx.num_inputs)]
+    ns = len(ins) - nx
+    states, xs = ins[:ns], ins[ns:]
+    in_axes = [a % max(ctx.rank(x), 1) for a, x in
+               zip(ctx.attr("scan_input_axes", [0] * nx), xs)]
+    in_dirs = list(ctx.attr("scan_input_directions", [0] * nx))
+    specs = [(v.shape, v.dtype) for v in states]
+    for x, ax in zip(xs, in_axes):
+        shp = ctx.shape(x)
+        specs.append((shp[:ax] + shp[ax + 1:], x.dtype))
+    g, params, formal, captured, outs = ctx.subgraph(body, input_specs=specs)
+    n_out = len(outs) - ns
+    steps = ctx.shape(xs[0])[in_axes[0]] if xs else 0
+    out_axes = list(ctx.attr("scan_output_axes", [0] * n_out))
+    out_dirs = list(ctx.attr("scan_output_directions", [0] * n_out))
+    shapes, dtypes = [], []
+    for k, v in enumerate(outs):
+        dtypes.append(v.dtype)
+        if k < ns:
+            shapes.append(v.shape)
+            continue
+        if v.shape is None:
+            shapes.append(None)
+            continue
+        full = [steps, *v.shape]
+        ax = out_axes[k - ns] % len(full)
+        shapes.append(tuple(full[1:ax + 1] + [steps] + full[ax + 1:]))
+    out_axes = [a % (len(v.shape) + 1) if v.shape is not None else a
+                for a, v in zip(out_axes, outs[ns:])]
+    return ctx.op_multi("scan", *states, *xs, *[v for _, v in captured],
+                        num_outputs=len(outs), num_states=ns, num_scan_inputs=nx,
+                        scan_input_axes=tuple(in_axes), scan_input_directions=tuple(in_dirs),
+                        scan_output_axes=tuple(out_axes),
+                        scan_output_directions=tuple(out_dirs),
+                        body_inputs=tuple(formal + [n for n, _ in captured]),
+                        output_shapes=tuple(shapes), output_dtypes=tuple(dtypes),
+                        subgraphs=[g.with_attrs(params=params)])

@@ -1,0 +1,791 @@
+"""ONNX ModelProto -> NNVM Graph + params, with shape arithmetic folded to constants.
+
+Each ONNX value is a ``Value``: either a constant (NumPy array: initializers, Constant nodes,
+anything computed only from constants or from known shapes) or an entry of the NNVM graph
+under construction, with its shape and dtype inferred as soon as the node is made. Converters
+build NNVM nodes through ``NodeContext.op``; an op whose inputs are all constants is evaluated
+right away with its reference kernel instead of being added, so Shape -> Gather -> Concat ->
+Reshape chains collapse to constants (a fixed point reached in one topological sweep, since
+every folded value is final). Given concrete input shapes, a dynamic-shape export thus becomes
+a static graph; without them, inputs keep unknown shapes and an op that needs one says which
+input and which dimension.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+from nnvm.errors import NNVMError, OpNotFoundError
+from nnvm.ir import Graph, Node, NodeEntry, make_node
+from nnvm.op import get_op
+
+from .errors import (NeedsConstantError, OnnxImportError, OnnxUnsupportedError, format_error,
+                     onnx_where)
+from .registry import DEFAULT_DOMAINS, find_converter
+from .tensors import attribute_value, np_dtype, onnx_dtype_name, tensor_to_array
+
+_REQUIRED = object()
+#: Ops that are never evaluated at import time even when their inputs are constants.
+_NO_FOLD = {"random_uniform", "random_normal", "random_uniform_like", "random_normal_like",
+            "bernoulli", "multinomial"}
+
+
+class Value:
+    """One ONNX value: a constant array, or an NNVM entry with its known shape and dtype.
+
+    Attributes:
+        name: the ONNX value name (used to name params).
+        const: the array when known at import time, else None.
+        entry: the NNVM entry once the value lives in the graph.
+        shape: tuple when known (``()`` = scalar), else None.
+        dtype: NNVM dtype name when known.
+        rank: number of dims when known (even if some dims are symbolic).
+        symbolic: for graph inputs, ``(input, axis, dim_name)`` of each symbolic dim.
+    """
+
+    __slots__ = ("name", "const", "entry", "shape", "dtype", "rank", "symbolic")
+
+    def __init__(self, name: str, const=None, entry=None, shape=None, dtype=None, rank=None,
+                 symbolic=()):
+        self.name = name
+        self.const = const
+        self.entry = entry
+        if const is not None:
+            shape, dtype = tuple(const.shape), const.dtype.name
+        self.shape = None if shape is None else tuple(int(d) for d in shape)
+        self.dtype = dtype
+        self.rank = len(self.shape) if self.shape is not None else rank
+        self.symbolic = tuple(symbolic)
+
+    @property
+    def is_const(self) -> bool:
+        return self.const is not None
+
+    def __repr__(self) -> str:
+        kind = "const" if self.is_const else "entry"
+        return f"<Value {self.name} {kind} {self.shape} {self.dtype}>"
+
+
+class Scope:
+    """Name -> Value for one ONNX graph, chained to the enclosing graph's scope."""
+
+    def __init__(self, parent: "Scope | None" = None):
+        self.parent = parent
+        self.values: dict[str, Value] = {}
+        self.captured: dict[str, Value] = {}
+
+    def lookup(self, name: str) -> Value | None:
+        scope: Scope | None = self
+        while scope is not None:
+            if name in scope.values:
+                return scope.values[name]
+            if type(scope.parent) is not Scope and scope.parent is not None:
+                return scope.parent.lookup(name)
+            scope = scope.parent
+        return None
+
+
+class GraphBuilder:
+    """Owns the NNVM nodes, params and names of one graph (the main graph or a subgraph)."""
+
+    def __init__(self, importer: "OnnxImporter", prefix: str = ""):
+        self.importer = importer
+        self.prefix = prefix
+        self.params: dict[str, np.ndarray] = {}
+        self._const_vars: dict[int, NodeEntry] = {}
+        self._keep: list[Value] = []
+        self.names: set[str] = set()
+
+    def unique(self, hint: str) -> str:
+        base = _sanitize(self.prefix + hint) or "node"
+        name, k = base, 1
+        while name in self.names:
+            name = f"{base}_{k}"
+            k += 1
+        self.names.add(name)
+        return name
+
+    def variable(self, name: str, shape, dtype) -> NodeEntry:
+        attrs: dict[str, Any] = {}
+        if shape is not None:
+            attrs["shape"] = tuple(shape)
+        if dtype is not None:
+            attrs["dtype"] = dtype
+        return NodeEntry(Node(None, name, attrs), 0, 0)
+
+    def materialize(self, value: Value) -> NodeEntry:
+        """The entry of ``value``, turning a constant into a param variable on first use."""
+        if value.const is None and value.entry is not None:
+            return value.entry
+        if value.const is None:
+            raise OnnxImportError(f"value '{value.name}' has neither a constant nor an entry")
+        key = id(value)
+        if key not in self._const_vars:
+            name = self.unique(value.name or "const")
+            self.params[name] = value.const
+            self._const_vars[key] = self.variable(name, value.const.shape, value.const.dtype.name)
+            self._keep.append(value)  # ids stay unique while the value is cached
+        return self._const_vars[key]
+
+
+class NodeContext:
+    """What a converter sees: the ONNX node, its input Values, attributes and node builders."""
+
+    def __init__(self, importer: "OnnxImporter", builder: GraphBuilder, scope: Scope, node,
+                 inputs: list[Value | None], opset: int):
+        self.importer = importer
+        self.builder = builder
+        self.scope = scope
+        self.node = node
+        self.inputs = inputs
+        self.opset = opset
+        self.where = onnx_where(node)
+        self._attrs = {a.name: a for a in node.attribute}
+        self._counter = itertools.count()
+        self.base_name = node.name or (node.output[0] if node.output else node.op_type)
+
+    # -- attributes and inputs -------------------------------------------------------------
+    def attr(self, name: str, default: Any = _REQUIRED) -> Any:
+        a = self._attrs.get(name)
+        if a is None:
+            if default is _REQUIRED:
+                raise OnnxImportError(format_error(self.where, f"required attribute '{name}' "
+                                                   "is missing", fix="Fix the exporter output"))
+            return default
+        return attribute_value(a, self.where)
+
+    def has_attr(self, name: str) -> bool:
+        return name in self._attrs
+
+    @property
+    def num_inputs(self) -> int:
+        return len(self.inputs)
+
+    @property
+    def num_outputs(self) -> int:
+        return len(self.node.output)
+
+    def has_input(self, i: int) -> bool:
+        return i < len(self.inputs) and self.inputs[i] is not None
+
+    def input(self, i: int) -> Value:
+        if not self.has_input(i):
+            raise OnnxImportError(format_error(self.where, f"input {i} is required but missing",
+                                               fix="Fix the exporter output"))
+        return self.inputs[i]
+
+    def const(self, i: int, default: Any = _REQUIRED) -> np.ndarray | None:
+        """Input ``i`` as an array; it must be known at import time."""
+        if not self.has_input(i):
+            if default is _REQUIRED:
+                raise OnnxImportError(format_error(self.where, f"input {i} is required but "
+                                                   "missing"))
+            return default
+        v = self.inputs[i]
+        if v.const is None:
+            raise self.importer.needs_constant(self, v, f"input {i} ('{self.node.input[i]}')")
+        return v.const
+
+    def is_const(self, i: int) -> bool:
+        return self.has_input(i) and self.inputs[i].const is not None
+
+    def shape(self, i: int | Value) -> tuple[int, ...]:
+        v = self.input(i) if isinstance(i, int) else i
+        if v.shape is None:
+            raise self.importer.needs_constant(self, v, f"the shape of '{v.name}'", shape=True)
+        return v.shape
+
+    def rank(self, i: int | Value) -> int:
+        v = self.input(i) if isinstance(i, int) else i
+        if v.rank is None:
+            raise self.importer.needs_constant(self, v, f"the rank of '{v.name}'", shape=True)
+        return v.rank
+
+    def dtype(self, i: int | Value) -> str:
+        v = self.input(i) if isinstance(i, int) else i
+        if v.dtype is None:
+            raise OnnxImportError(format_error(self.where, f"the dtype of '{v.name}' is unknown",
+                                               fix="Give dtype= to from_onnx"))
+        return v.dtype
+
+    # -- building ----------------------------------------------------------------------------
+    def constant(self, array: Any, dtype: str | None = None, name: str | None = None) -> Value:
+        arr = np.asarray(array)
+        if dtype is not None:
+            arr = arr.astype(np_dtype(dtype))
+        return Value(name or f"{self.base_name}_const", const=np.asarray(arr, order="C"))
+
+    def op(self, op_name: str, *inputs: Value, **attrs: Any) -> Value:
+        """Apply NNVM op ``op_name``; returns its first output (see ``op_multi``)."""
+        return self.op_multi(op_name, *inputs, **attrs)[0]
+
+    def op_multi(self, op_name: str, *inputs: Value, subgraphs: Sequence[Graph] = (),
+                 **attrs: Any) -> list[Value]:
+        """Apply an NNVM op to Values; folds it when every input is a constant.
+
+        ``subgraphs`` are attached to the node (control flow) before its rules run.
+        """
+        try:
+            op = get_op(op_name)
+        except OpNotFoundError:
+            raise OnnxUnsupportedError(format_error(
+                self.where, f"needs NNVM operator '{op_name}', which is not registered",
+                fix="Install/upgrade the nnvm plugin that provides it")) from None
+        if op.is_variadic and "num_args" not in attrs:
+            attrs["num_args"] = len(inputs)
+        entries = [self.builder.materialize(v) for v in inputs]
+        name = self.builder.unique(f"{self.base_name}" if next(self._counter) == 0
+                                   else f"{self.base_name}_{op_name}")
+        try:
+            node = make_node(op.name, entries, attrs, name)
+        except NNVMError as exc:
+            raise OnnxImportError(f"{self.where}: {exc}") from None
+        node.subgraphs = list(subgraphs)
+        dynamic = op.get_attr("TDynamicShape")
+        if callable(dynamic):
+            dynamic = dynamic(node.attrs)
+        if dynamic and self.importer.static_shapes and \
+                not all(v.const is not None for v in inputs):
+            dyn = [v for v in inputs if v.const is None]
+            raise self.importer.needs_constant(
+                self, dyn, f"the inputs of '{op.name}' (its output shape depends on their "
+                "values)")
+        nout = node.num_outputs
+        in_shapes = [v.shape for v in inputs]
+        in_dtypes = [v.dtype for v in inputs]
+        shapes = self._infer(node, "FInferShape", in_shapes, None, nout)
+        from nnvm.passes.infer_type import same_type
+
+        dtypes = self._infer(node, "FInferType", in_dtypes, same_type, nout)
+        if inputs and all(v.const is not None for v in inputs) and op.name not in _NO_FOLD:
+            return self._fold(node, inputs, dtypes)
+        if not inputs and op.name not in _NO_FOLD and all(s is not None for s in shapes):
+            return self._fold(node, inputs, dtypes)
+        return [Value(f"{name}:{k}", entry=NodeEntry(node, k, 0), shape=shapes[k],
+                      dtype=dtypes[k]) for k in range(nout)]
+
+    def _infer(self, node: Node, key: str, ins, default, nout):
+        rule = node.op.get_attr(key) or default
+        if rule is None:
+            return [None] * nout
+        try:
+            _, outs = rule(node.attrs, list(ins), [None] * nout)
+        except NNVMError as exc:
+            raise OnnxImportError(format_error(self.where, f"{node.op.name}: {exc}",
+                                               fix="Check the input shapes given to "
+                                                   "from_onnx")) from None
+        except Exception as exc:  # noqa: BLE001 - rules see partial information
+            if any(s is None for s in ins):
+                return [None] * nout
+            raise OnnxImportError(format_error(self.where, f"{node.op.name}: {key} failed: "
+                                               f"{exc!r}", fix=f"inputs {list(ins)}")) from None
+        return [None if o is None else (tuple(o) if key == "FInferShape" else o)
+                for o in list(outs)[:nout]] + [None] * max(0, nout - len(outs))
+
+    def _fold(self, node: Node, inputs: Sequence[Value], dtypes) -> list[Value]:
+        kernel = node.op.get_attr("FReferenceNode")
+        args = [v.const for v in inputs]
+        try:
+            if kernel is not None:
+                res = kernel(node, *args)
+            else:
+                ref = node.op.get_attr("FReference")
+                if ref is None:
+                    raise OnnxUnsupportedError(format_error(
+                        self.where, f"NNVM op '{node.op.name}' has no reference kernel to fold "
+                        "constants with"))
+                res = ref(node.attrs, *args)
+        except NNVMError as exc:
+            raise OnnxImportError(f"{self.where}: folding {node.op.name}: {exc}") from None
+        except Exception as exc:  # noqa: BLE001
+            raise OnnxImportError(format_error(
+                self.where, f"evaluating {node.op.name} on constant inputs failed: {exc!r}",
+                fix=f"input shapes {[a.shape for a in args]}")) from None
+        if not isinstance(res, (tuple, list)):
+            res = (res,)
+        out = []
+        for k, r in enumerate(res):
+            r = np.asarray(r)
+            if k < len(dtypes) and dtypes[k] is not None and r.dtype.name != dtypes[k]:
+                r = r.astype(np_dtype(dtypes[k]))
+            out.append(Value(f"{node.name}_{k}" if k else node.name,
+                             const=np.asarray(r, order="C")))
+        return out
+
+    def subgraph(self, graph_proto, input_specs: Sequence[tuple] | None = None):
+        """Convert a subgraph attribute; see ``OnnxImporter.convert_subgraph``."""
+        return self.importer.convert_subgraph(self, graph_proto, input_specs)
+
+
+class OnnxImporter:
+    """Converts one ModelProto; ``import_model`` is the entry point."""
+
+    def __init__(self, model, shape: Mapping | None = None, dtype: Any = None,
+                 freeze: Mapping | None = None, static_shapes: bool = False):
+        self.model = model
+        self.static_shapes = static_shapes
+        self.shape = {k: tuple(int(d) for d in v) for k, v in (shape or {}).items()}
+        self.dtype = dtype
+        self.freeze = {k: np.asarray(v) for k, v in (freeze or {}).items()}
+        self.opsets: dict[str, int] = {}
+        for imp in model.opset_import:
+            self.opsets["" if imp.domain in DEFAULT_DOMAINS else imp.domain] = int(imp.version)
+        if "" not in self.opsets:
+            self.opsets[""] = 1
+        self.functions = {(f.domain, f.name): f for f in model.functions}
+
+    # -- errors ------------------------------------------------------------------------------
+    def needs_constant(self, ctx: NodeContext, value: Value, what: str,
+                       shape: bool = False) -> NeedsConstantError:
+        deps, symbolic = self._dependencies(value, shape)
+        if symbolic:
+            dims = ", ".join(f"input '{i}' dim {a}" + (f" ('{n}')" if n else "")
+                             for i, a, n in symbolic)
+            return NeedsConstantError(format_error(
+                ctx.where, f"needs {what} at import time, but it depends on symbolic {dims}",
+                fix="Pass concrete input shapes: from_onnx(model, shape={" +
+                    ", ".join(f"'{i}': (...)" for i in dict.fromkeys(s[0] for s in symbolic))
+                    + "})"), deps, symbolic)
+        names = ", ".join(f"'{d}'" for d in deps) or "(unknown)"
+        return NeedsConstantError(format_error(
+            ctx.where, f"needs {what} at import time, but it is computed from graph input(s) "
+            f"{names}", fix="Make it an initializer, or pass its value with "
+            "from_onnx(..., freeze={name: array})"), deps, symbolic)
+
+    def _dependencies(self, value, shape: bool):
+        """Graph inputs whose values (and symbolic dims) ``value`` (or a list) depends on."""
+        values = value if isinstance(value, list) else [value]
+        inputs, symbolic = [], []
+        seen = set()
+        stack = [v.entry.node for v in values if v.entry is not None]
+        while stack:
+            n = stack.pop()
+            if id(n) in seen:
+                continue
+            seen.add(id(n))
+            if n.op is None:
+                if n.name in self.input_values:
+                    inputs.append(n.name)
+                    symbolic.extend(self.input_values[n.name].symbolic)
+                continue
+            stack.extend(e.node for e in n.inputs)
+        if shape and not symbolic:
+            for name in inputs:
+                symbolic.extend(self.input_values[name].symbolic)
+        return sorted(set(inputs)), symbolic
+
+    # -- the main graph -----------------------------------------------------------------------
+    def run(self) -> tuple[Graph, dict[str, np.ndarray]]:
+        graph = self.model.graph
+        self.report_unsupported(graph)
+        builder = GraphBuilder(self)
+        scope = Scope()
+        self.input_values: dict[str, Value] = {}
+        init_names = set()
+        for t in graph.initializer:
+            where = f"ONNX initializer '{t.name}'"
+            arr = tensor_to_array(t, where, None)
+            scope.values[t.name] = Value(t.name, const=arr)
+            init_names.add(t.name)
+        for t in graph.sparse_initializer:
+            where = f"ONNX sparse initializer '{t.values.name}'"
+            raise OnnxUnsupportedError(format_error(where, "sparse initializers are not "
+                                                    "supported", fix="Densify the tensor"))
+        given = set(self.shape) | set(self.freeze)
+        real_inputs = [i for i in graph.input if i.name not in init_names]
+        known = {i.name for i in real_inputs} | init_names
+        for name in given:
+            if name not in known:
+                raise OnnxImportError(format_error(
+                    f"from_onnx: shape/freeze for '{name}'", "names no graph input",
+                    fix=f"Graph inputs: {', '.join(i.name for i in real_inputs)}"))
+        for inp in real_inputs:
+            value = self._input_value(builder, inp)
+            scope.values[inp.name] = value
+            self.input_values[inp.name] = value
+        self.convert_nodes(builder, scope, graph.node)
+        outputs = []
+        for out in graph.output:
+            v = scope.lookup(out.name)
+            if v is None:
+                raise OnnxImportError(format_error(f"ONNX graph output '{out.name}'",
+                                                   "is produced by no node",
+                                                   fix="Fix the exporter output"))
+            outputs.append(builder.materialize(v))
+        if not outputs:
+            raise OnnxImportError(format_error("ONNX graph", "has no outputs"))
+        g = Graph(outputs)
+        used = set(g.index.input_names)
+        params = {k: v for k, v in builder.params.items() if k in used}
+        shapes = {n: v.shape for n, v in self.input_values.items()
+                  if v.shape is not None and v.entry is not None and n in used}
+        dtypes = {n: v.dtype for n, v in self.input_values.items()
+                  if v.dtype is not None and v.entry is not None and n in used}
+        g = g.with_attrs(shape_inputs=shapes, dtype_inputs=dtypes,
+                         onnx_output_names=[o.name for o in graph.output],
+                         onnx_opset=self.opsets.get("", 1))
+        return g, params
+
+    def _input_value(self, builder: GraphBuilder, inp) -> Value:
+        where = f"ONNX graph input '{inp.name}'"
+        tt = inp.type.tensor_type if inp.type.HasField("tensor_type") else None
+        if tt is None:
+            raise OnnxUnsupportedError(format_error(where, "only tensor inputs are supported",
+                                                    got=inp.type.WhichOneof("value")))
+        dtype = onnx_dtype_name(tt.elem_type, where) if tt.elem_type else None
+        user_dtype = self.dtype.get(inp.name) if isinstance(self.dtype, Mapping) else \
+            self.dtype
+        if user_dtype is not None:
+            user_dtype = np.dtype(user_dtype).name if not isinstance(user_dtype, str) \
+                else user_dtype
+            if dtype is not None and user_dtype != dtype:
+                raise OnnxImportError(format_error(where, "dtype contradicts the model",
+                                                   dtype, user_dtype))
+            dtype = user_dtype
+        dims, symbolic = None, []
+        if tt.HasField("shape"):
+            dims = []
+            for axis, d in enumerate(tt.shape.dim):
+                if d.HasField("dim_value") and d.dim_value >= 0:
+                    dims.append(int(d.dim_value))
+                else:
+                    dims.append(None)
+                    symbolic.append((inp.name, axis, d.dim_param or None))
+        if inp.name in self.freeze:
+            arr = self.freeze[inp.name]
+            if dtype is not None:
+                arr = arr.astype(np_dtype(dtype))
+            self._check_shape(where, dims, arr.shape)
+            return Value(inp.name, const=np.asarray(arr, order="C"))
+        shape = None
+        if inp.name in self.shape:
+            shape = self.shape[inp.name]
+            self._check_shape(where, dims, shape)
+            symbolic = []
+        elif dims is not None and not symbolic:
+            shape = tuple(dims)
+        rank = len(dims) if dims is not None else (len(shape) if shape is not None else None)
+        entry = builder.variable(inp.name, shape, dtype)
+        builder.names.add(inp.name)
+        return Value(inp.name, entry=entry, shape=shape, dtype=dtype, rank=rank,
+                     symbolic=symbolic)
+
+    @staticmethod
+    def _check_shape(where: str, dims, shape) -> None:
+        if dims is None:
+            return
+        if len(dims) != len(shape) or any(d is not None and d != s for d, s in zip(dims, shape)):
+            raise OnnxImportError(format_error(
+                where, "the given shape contradicts the model's declared shape",
+                tuple("?" if d is None else d for d in dims), tuple(shape),
+                fix="Give a shape that matches the fixed dims of the model input"))
+
+    # -- nodes -------------------------------------------------------------------------------
+    def report_unsupported(self, graph) -> None:
+        """Raise once, listing every op of the model (subgraphs included) with no converter."""
+        missing: dict[str, list[str]] = {}
+        for node, opsets in self._walk(graph, self.opsets):
+            reason = self._unsupported_reason(node, opsets)
+            if reason is not None:
+                missing.setdefault(reason, []).append(node.name or
+                                                      (node.output[0] if node.output else "?"))
+        if missing:
+            parts = [f"{r} (nodes: {', '.join(repr(n) for n in names[:8])}"
+                     f"{', ...' if len(names) > 8 else ''})" for r, names in missing.items()]
+            raise OnnxUnsupportedError(format_error(
+                "ONNX model", f"{len(missing)} unsupported operator(s): " + "; ".join(parts),
+                fix="Rewrite these ops or add converters (nnvm_onnx.registry.converter)"))
+
+    def _walk(self, graph, opsets):
+        for node in graph.node:
+            yield node, opsets
+            for a in node.attribute:
+                if a.type == a.GRAPH:
+                    yield from self._walk(a.g, opsets)
+                elif a.type == a.GRAPHS:
+                    for g in a.graphs:
+                        yield from self._walk(g, opsets)
+
+    def _unsupported_reason(self, node, opsets) -> str | None:
+        domain = "" if node.domain in DEFAULT_DOMAINS else node.domain
+        if (node.domain, node.op_type) in self.functions:
+            return None
+        if domain not in opsets:
+            return f"{node.op_type} in unknown domain '{node.domain}'"
+        conv = find_converter(domain, node.op_type, opsets[domain])
+        if conv is None:
+            if domain == "" and _schema_function(node, opsets[domain]) is not None:
+                return None
+            label = node.op_type if domain == "" else f"{domain}.{node.op_type}"
+            return f"{label} (opset {opsets[domain]})"
+        for name in conv.requires:
+            try:
+                get_op(name)
+            except OpNotFoundError:
+                return f"{node.op_type} (needs NNVM op '{name}')"
+        return None
+
+    def convert_nodes(self, builder: GraphBuilder, scope: Scope, nodes,
+                      opsets: Mapping[str, int] | None = None) -> None:
+        opsets = opsets or self.opsets
+        for node in nodes:
+            self.convert_node(builder, scope, node, opsets)
+
+    def convert_node(self, builder: GraphBuilder, scope: Scope, node, opsets) -> None:
+        where = onnx_where(node)
+        inputs: list[Value | None] = []
+        for name in node.input:
+            if name == "":
+                inputs.append(None)
+                continue
+            v = scope.lookup(name)
+            if v is None:
+                raise OnnxImportError(format_error(
+                    where, f"input '{name}' is not produced by any earlier node, initializer "
+                    "or graph input", fix="The model is missing an initializer or is not "
+                    "topologically sorted"))
+            inputs.append(v)
+        domain = "" if node.domain in DEFAULT_DOMAINS else node.domain
+        local = self.functions.get((node.domain, node.op_type))
+        if local is not None:
+            self._inline_function(builder, scope, node, local, inputs, opsets)
+            return
+        if domain not in opsets:
+            raise OnnxUnsupportedError(format_error(where, f"unknown op domain '{node.domain}'",
+                                                    fix="Only ai.onnx ops and local functions "
+                                                        "are supported"))
+        opset = opsets[domain]
+        conv = find_converter(domain, node.op_type, opset)
+        if conv is None:
+            fn = _schema_function(node, opset, inputs) if domain == "" else None
+            if fn is None:
+                raise OnnxUnsupportedError(format_error(where, f"no converter for "
+                                                        f"{node.op_type} at opset {opset}"))
+            self._inline_function(builder, scope, node, fn, inputs, opsets)
+            return
+        ctx = NodeContext(self, builder, scope, node, inputs, opset)
+        try:
+            outs = conv.fn(ctx, node)
+        except NNVMError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a converter met input it did not expect
+            raise OnnxImportError(format_error(where, f"conversion failed: {exc!r}",
+                                               fix="The node's inputs or attributes are "
+                                                   "malformed")) from None
+        if not isinstance(outs, (list, tuple)):
+            outs = [outs]
+        for k, name in enumerate(node.output):
+            if name == "":
+                continue
+            if k >= len(outs) or outs[k] is None:
+                raise OnnxUnsupportedError(format_error(where, f"output {k} ('{name}') is not "
+                                                        "supported by the converter"))
+            v = outs[k]
+            if v.const is not None:
+                v = Value(name, const=v.const)
+            else:
+                v = Value(name, entry=v.entry, shape=v.shape, dtype=v.dtype, rank=v.rank)
+            scope.values[name] = v
+
+    def _inline_function(self, builder, scope, node, fn, inputs, opsets) -> None:
+        """Expand a function (local, or an op's schema body) in place of ``node``."""
+        where = onnx_where(node)
+        prefix = f"{node.name or node.output[0]}__"
+        inner = Scope(scope)
+        for formal, v in zip(fn.input, inputs):
+            if v is not None:
+                inner.values[formal] = v
+        actual = {a.name: a for a in node.attribute}
+        defaults = {a.name: a for a in getattr(fn, "attribute_proto", [])}
+        fn_opsets = dict(opsets)
+        for imp in fn.opset_import:
+            fn_opsets["" if imp.domain in DEFAULT_DOMAINS else imp.domain] = int(imp.version)
+        import onnx
+
+        renamed = []
+        for inner_node in fn.node:
+            n = onnx.NodeProto()
+            n.CopyFrom(inner_node)
+            n.name = prefix + (inner_node.name or inner_node.op_type)
+            del n.attribute[:]
+            for a in inner_node.attribute:
+                if a.ref_attr_name:
+                    src = actual.get(a.ref_attr_name) or defaults.get(a.ref_attr_name)
+                    if src is None:
+                        continue
+                    b = onnx.AttributeProto()
+                    b.CopyFrom(src)
+                    b.name = a.name
+                    n.attribute.append(b)
+                else:
+                    n.attribute.append(a)
+            renamed.append(n)
+        try:
+            self.convert_nodes(builder, inner, renamed, fn_opsets)
+        except NeedsConstantError as exc:
+            raise NeedsConstantError(f"{where}: in its function body: {exc}", exc.inputs,
+                                     exc.symbolic) from None
+        except NNVMError as exc:
+            raise type(exc)(f"{where}: in its function body: {exc}") from None
+        for formal, name in zip(fn.output, node.output):
+            if name == "":
+                continue
+            v = inner.values.get(formal) or inner.lookup(formal)
+            if v is None:
+                raise OnnxImportError(format_error(where, f"function output '{formal}' is not "
+                                                   "computed by its body"))
+            scope.values[name] = v
+
+    # -- subgraphs (If / Loop / Scan bodies) ---------------------------------------------------
+    def convert_subgraph(self, ctx: NodeContext, graph_proto, input_specs=None):
+        """Convert a subgraph into its own NNVM Graph.
+
+        Formal inputs become variables (shape/dtype from ``input_specs`` or the proto); names
+        from enclosing scopes that are not constants become *captured* inputs: variables of
+        the subgraph that the control-flow node feeds from extra inputs.
+
+        Returns:
+            ``(graph, params, formal_names, captured: list[(var_name, outer Value)],
+            out_values)``
+        """
+        builder = GraphBuilder(self, prefix="")
+        scope = Scope(_CaptureScope(self, builder, ctx.scope))
+        formal = []
+        for k, inp in enumerate(graph_proto.input):
+            spec = input_specs[k] if input_specs is not None and k < len(input_specs) else None
+            shape, dtype = spec if spec is not None else (None, None)
+            if dtype is None and inp.type.HasField("tensor_type") and \
+                    inp.type.tensor_type.elem_type:
+                dtype = onnx_dtype_name(inp.type.tensor_type.elem_type, ctx.where)
+            if shape is None and inp.type.HasField("tensor_type") and \
+                    inp.type.tensor_type.HasField("shape"):
+                dims = [d.dim_value if d.HasField("dim_value") else None
+                        for d in inp.type.tensor_type.shape.dim]
+                shape = tuple(dims) if all(d is not None for d in dims) else None
+            name = builder.unique(inp.name)
+            formal.append(name)
+            scope.values[inp.name] = Value(inp.name, entry=builder.variable(name, shape, dtype),
+                                           shape=shape, dtype=dtype)
+        for t in graph_proto.initializer:
+            scope.values[t.name] = Value(t.name, const=tensor_to_array(t, ctx.where))
+        self.convert_nodes(builder, scope, graph_proto.node)
+        outs = []
+        for o in graph_proto.output:
+            v = scope.lookup(o.name)
+            if v is None:
+                raise OnnxImportError(format_error(ctx.where, f"subgraph output '{o.name}' is "
+                                                   "produced by no node"))
+            outs.append(v)
+        entries = [builder.materialize(v) for v in outs]
+        g = Graph(entries)
+        captured = scope.parent.captured_list
+        used = set(g.index.input_names)
+        params = {k: v for k, v in builder.params.items() if k in used}
+        return g, params, formal, captured, outs
+
+
+class _CaptureScope(Scope):
+    """The view a subgraph has of enclosing scopes: constants pass through; other values are
+    captured as new variables of the subgraph (fed by the control-flow node)."""
+
+    def __init__(self, importer, builder: GraphBuilder, outer: Scope):
+        super().__init__(None)
+        self.builder = builder
+        self.outer = outer
+        self.captured_list: list[tuple[str, Value]] = []
+        self._local: dict[str, Value] = {}
+
+    def lookup(self, name: str) -> Value | None:
+        if name in self._local:
+            return self._local[name]
+        v = self.outer.lookup(name)
+        if v is None or v.const is not None:
+            return v
+        var = self.builder.unique(name)
+        local = Value(name, entry=self.builder.variable(var, v.shape, v.dtype), shape=v.shape,
+                      dtype=v.dtype, rank=v.rank)
+        self.captured_list.append((var, v))
+        self._local[name] = local
+        return local
+
+
+def _schema_function(node, opset: int, inputs=None):
+    """The FunctionProto an ONNX op schema defines for ``node`` (None if it has none)."""
+    import onnx
+
+    try:
+        schema = onnx.defs.get_schema(node.op_type, opset, "")
+    except Exception:  # noqa: BLE001 - unknown op
+        return None
+    try:
+        if schema.has_function:
+            fn = schema.get_function_with_opset_version(opset) \
+                if hasattr(schema, "get_function_with_opset_version") else None
+            return fn if fn is not None and len(fn.node) else schema.function_body
+        if schema.has_context_dependent_function:
+            if inputs is None:
+                return True
+            types = []
+            for v in inputs:
+                tp = onnx.TypeProto()
+                if v is not None and v.dtype is not None:
+                    from .tensors import onnx_elem_type
+
+                    tp.tensor_type.elem_type = onnx_elem_type(v.dtype)
+                    if v.shape is not None:
+                        for d in v.shape:
+                            tp.tensor_type.shape.dim.add().dim_value = d
+                types.append(tp.SerializeToString())
+            raw = schema.get_context_dependent_function_with_opset_version(
+                opset, node.SerializeToString(), types) if hasattr(
+                schema, "get_context_dependent_function_with_opset_version") else \
+                schema.get_context_dependent_function(node.SerializeToString(), types)
+            fn = onnx.FunctionProto()
+            fn.ParseFromString(raw)
+            return fn if len(fn.node) else None
+    except Exception:  # noqa: BLE001 - no body for this version/context
+        return None
+    return None
+
+
+_BAD = re.compile(r"[^A-Za-z0-9_.:/\-]")
+
+
+def _sanitize(name: str) -> str:
+    return _BAD.sub("_", name)
+
+
+def import_model(model: Any, shape: Mapping | None = None, dtype: Any = None,
+                 freeze: Mapping | None = None, check: bool = True,
+                 static_shapes: bool | None = None) -> tuple[Graph, dict[str, np.ndarray]]:
+    """Import an ONNX model (path, bytes or ModelProto) as ``(graph, params)``.
+
+    Args:
+        model: the model.
+        shape: ``{input: shape}`` for inputs with symbolic dims (or to specialise them).
+        dtype: one dtype, or ``{input: dtype}``, for inputs whose type the model omits.
+        freeze: ``{input: array}`` inputs to treat as constants (e.g. a shape tensor fed as
+            an input); their values are folded into the graph.
+        check: run ``onnx.checker`` first.
+        static_shapes: refuse ops whose output shape depends on input values (NonZero,
+            Unique...) unless their inputs fold to constants, raising ``NeedsConstantError``
+            (what static compilation needs; the onnx.backend adapter then freezes inputs).
+            Default: True when ``shape`` is given (the caller wants a static graph).
+
+    Raises:
+        NNVMError: every failure, naming the file, input or node.
+    """
+    from .loader import load_model
+
+    proto, _ = load_model(model, check=check)
+    if static_shapes is None:
+        static_shapes = bool(shape)
+    try:
+        return OnnxImporter(proto, shape, dtype, freeze, static_shapes).run()
+    except NNVMError:
+        raise
+    except RecursionError:
+        raise OnnxImportError("ONNX model: nesting is too deep to import") from None
