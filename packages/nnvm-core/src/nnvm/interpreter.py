@@ -112,15 +112,12 @@ def _bind_attrs(kernel):
 
 
 def _np_dtype(name: str):
-    if name == "bfloat16":
-        try:
-            import ml_dtypes
+    from .dtypes import np_dtype
 
-            return ml_dtypes.bfloat16
-        except ImportError as exc:
-            raise ExecutionError("bfloat16 needs the ml_dtypes package: pip install ml_dtypes"
-                                 ) from exc
-    return np.dtype(name)
+    try:
+        return np_dtype(name)
+    except NNVMError as exc:
+        raise ExecutionError(str(exc)) from None
 
 
 def run_graph(graph: Graph, feed: Mapping[str, Any], check: bool = False) -> list[np.ndarray]:

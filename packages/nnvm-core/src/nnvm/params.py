@@ -30,8 +30,7 @@ KINDS = {
     "any": "any JSON-like value",
 }
 
-DTYPES = ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64",
-          "uint8", "uint16", "uint32", "uint64", "bool")
+from .dtypes import DTYPES  # noqa: E402 - re-exported: the valid dtype names
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,6 +127,7 @@ def _coerce(kind: str, v: Any) -> Any:
         return v
     if kind == "dtype":
         name = v if isinstance(v, str) else np.dtype(v).name
+        name = {"float": "float32", "int": "int64", "double": "float64"}.get(name, name)
         if name not in DTYPES:
             raise ValueError(f"unknown dtype; valid: {', '.join(DTYPES)}")
         return name

@@ -8,13 +8,9 @@ from ..ir import Graph
 
 
 def dtype_bytes(name: str | None) -> int:
-    if name is None:
-        return 4
-    if name == "bfloat16":
-        return 2
-    if name == "bool":
-        return 1
-    return np.dtype(name).itemsize
+    from ..dtypes import itemsize
+
+    return itemsize(name)
 
 
 def entry_bytes(shape, dtype) -> int:

@@ -15,40 +15,35 @@ from typing import Mapping
 
 import numpy as np
 
-from ..errors import SerializationError
+from ..errors import NNVMError, SerializationError
 
 LIST_MAGIC = 0xF7E58D4F05049CB7
 ARRAY_MAGIC = 0xDD5E40F096B4A13F
-# DLPack type codes: 0 int, 1 uint, 2 float, 4 bfloat, 6 bool
-_CODES = {"i": 0, "u": 1, "f": 2, "b": 6}
 _MAX_NDIM = 32
 
 
 def _dl_type(dtype: np.dtype) -> tuple[int, int]:
-    if dtype.name == "bfloat16":
-        return 4, 16
-    if dtype.kind not in _CODES:
+    from ..dtypes import dl_type, name_of
+
+    try:
+        return dl_type(name_of(dtype))
+    except NNVMError:
         raise SerializationError(f"save_param_dict: dtype {dtype} cannot be stored; expected "
-                                 f"an int, uint, float or bool array")
-    return _CODES[dtype.kind], dtype.itemsize * 8
+                                 f"one of nnvm.dtypes.DTYPES") from None
 
 
 def _np_type(code: int, bits: int, lanes: int, where: str) -> np.dtype:
+    from ..dtypes import from_dl_type, np_dtype
+
     if lanes != 1:
         raise SerializationError(f"{where}: vector dtypes (lanes={lanes}) are not supported")
-    if code == 4 and bits == 16:
-        try:
-            import ml_dtypes
-        except ImportError:
-            raise SerializationError(f"{where}: bfloat16 needs ml_dtypes: pip install ml_dtypes"
-                                     ) from None
-        return np.dtype(ml_dtypes.bfloat16)
-    kinds = {0: "int", 1: "uint", 2: "float"}
-    if code == 6 or (code == 1 and bits == 1):
-        return np.dtype("bool")
-    if code not in kinds or bits not in (8, 16, 32, 64) or (code == 2 and bits == 8):
+    name = from_dl_type(code, bits)
+    if name is None:
         raise SerializationError(f"{where}: unknown DLDataType code={code} bits={bits}")
-    return np.dtype(f"{kinds[code]}{bits}")
+    try:
+        return np_dtype(name)
+    except NNVMError as exc:
+        raise SerializationError(f"{where}: {exc}") from None
 
 
 def save_param_dict(params: Mapping[str, object]) -> bytes:
