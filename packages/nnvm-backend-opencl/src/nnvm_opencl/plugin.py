@@ -1,13 +1,23 @@
-"""Entry point of the NNVM OpenCL backend (group `nnvm`, name `opencl`).
+"""Entry point of the NNVM OpenCL backend (group ``nnvm``, name ``opencl``).
 
-Imports without the backend's heavy dependency. The target is not built yet (issue #6), so
-the plugin registers nothing and says so in `nnvm plugins`.
+Imports without pyopencl: availability is a reason string such as
+``"pyopencl not importable: pip install nnvm-backend-opencl[pocl]"``.
 """
 
 from nnvm import hookimpl
 
+from .backend import OpenCLBackend
+from . import device as devices
+
+
+@hookimpl
+def nnvm_register_backends() -> list:
+    return [OpenCLBackend()]
+
 
 @hookimpl
 def nnvm_plugin_info() -> dict:
-    return {"summary": "OpenCL backend (target 'opencl')",
-            "available": "the 'opencl' target is not implemented yet (tracked in issue #6)"}
+    why = devices.unavailable_reason()
+    if why is not None:
+        return {"summary": "OpenCL backend (target 'opencl')", "available": why}
+    return {"summary": f"OpenCL backend (target 'opencl'): {devices.describe()}"}

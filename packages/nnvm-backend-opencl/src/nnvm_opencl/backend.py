@@ -1,0 +1,79 @@
+"""The ``opencl`` Backend record: lower -> plan the arena -> one program -> runtime module.
+
+Importing this module does not import pyopencl (``plugin.py`` imports it at discovery).
+"""
+
+from __future__ import annotations
+
+import json
+
+from . import device as devices
+
+#: ops always run on the host: graph plumbing and ops with host-side semantics.
+HOST_OPS = frozenset({"device_copy", "_assign"})
+
+
+class OpenCLBackend:
+    """Backend record of the ``opencl`` target (OpenCL C through PyOpenCL)."""
+
+    name = "opencl"
+    description = "generated OpenCL C kernels through PyOpenCL (PoCL on CPU)"
+    priority = 20
+    options = {"platform": "platform name substring or index",
+               "device": "device name substring or index"}
+
+    def is_available(self) -> str | None:
+        return devices.unavailable_reason()
+
+    def build(self, graph, params, target, config):
+        from nnvm.codegen.builder import GraphInfo
+        from nnvm.codegen.lower import lower_graph
+
+        from .module import OpenCLModule
+        from .plan import plan_arena
+        from .renderer import OpenCLRenderer
+
+        platform, device = target.get("platform"), target.get("device")
+        _, dev = devices.select(platform, device)
+        limits = devices.limits(dev)
+        unsupported = set(HOST_OPS)
+        if not limits["fp64"]:
+            unsupported |= {"__float64__"}
+        renderer = OpenCLRenderer()
+        steps = lower_graph(graph, renderer, limits, unsupported)
+        info = GraphInfo(graph)
+        if not limits["fp64"]:
+            _host_float64(info, steps)
+        offsets, arena, act = plan_arena(info, steps)
+        source = renderer.render_program([k for s in steps for k in s.kernels])
+        return OpenCLModule(graph, params, str(target), steps, offsets, arena, act, source,
+                            platform, device)
+
+    def load(self, artifact):
+        from .module import OpenCLModule, plan_from_json
+
+        members = artifact.members
+        source = members["kernels.cl"].decode("utf-8")
+        steps, offsets, arena, act = plan_from_json(json.loads(members["plan.json"]))
+        from nnvm.backend import parse_target
+
+        target = parse_target(artifact.target)
+        binary = None
+        platform, device = target.get("platform"), target.get("device")
+        _, dev = devices.select(platform, device)
+        from .program import cache_key
+
+        binary = members.get(f"kernels.{cache_key(source, dev)[:16]}.bin")
+        return OpenCLModule(artifact.graph(), artifact.params, artifact.target, steps, offsets,
+                            arena, act, source, platform, device, binary)
+
+
+def _host_float64(info, steps) -> None:
+    """Without cl_khr_fp64, float64 kernels cannot compile: run those groups on the host."""
+    from nnvm.codegen.lower import Step
+
+    for i, s in enumerate(steps):
+        if s.kind == "kernel" and any(info.dtypes[e] == "float64" for e in s.inputs + s.outputs):
+            if len(s.members) == 1:
+                steps[i] = Step("host", s.root, s.members, [], s.outputs, s.inputs,
+                                "float64 needs cl_khr_fp64, which the device lacks")

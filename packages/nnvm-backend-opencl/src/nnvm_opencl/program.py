@@ -1,0 +1,122 @@
+"""Compile the model's one OpenCL program, with an on-disk binary cache keyed by source hash.
+
+Cache directory: ``$NNVM_CACHE_DIR/opencl`` or ``~/.cache/nnvm/opencl``; the key hashes the
+source, the build options and the platform/device/driver identity, so a binary is reused
+only by the device that produced it. A failing build raises ``KernelBuildError`` naming the
+kernel(s) the compiler log points at.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+
+from nnvm.errors import NNVMError
+
+BUILD_OPTIONS = "-cl-fast-relaxed-math -cl-mad-enable"
+
+
+class KernelBuildError(NNVMError):
+    """The OpenCL compiler rejected a generated kernel (a code generator bug)."""
+
+
+def cache_dir() -> str:
+    base = os.environ.get("NNVM_CACHE_DIR") or os.path.join(
+        os.path.expanduser("~"), ".cache", "nnvm")
+    return os.path.join(base, "opencl")
+
+
+def device_key(dev) -> str:
+    return "|".join([dev.platform.name, dev.platform.version, dev.name, dev.driver_version])
+
+
+def cache_key(source: str, dev, options: str = BUILD_OPTIONS) -> str:
+    h = hashlib.sha256()
+    for part in (source, options, device_key(dev)):
+        h.update(part.encode("utf-8"))
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def build_program(ctx, dev, source: str, options: str = BUILD_OPTIONS):
+    """Return ``(program, from_cache, binary)`` for ``source`` on ``dev``.
+
+    Raises:
+        KernelBuildError: the source does not compile (kernel names and compiler log).
+    """
+    import pyopencl as cl
+
+    key = cache_key(source, dev, options)
+    path = os.path.join(cache_dir(), key + ".bin")
+    if os.path.exists(path):
+        try:
+            with open(path, "rb") as f:
+                binary = f.read()
+            prg = cl.Program(ctx, [dev], [binary]).build(options=options)
+            return prg, True, binary
+        except Exception:  # stale or foreign binary: rebuild from source
+            pass
+    prg = cl.Program(ctx, source)
+    try:
+        prg.build(options=options, devices=[dev])
+    except Exception as exc:
+        try:
+            log = prg.get_build_info(dev, cl.program_build_info.LOG)
+        except Exception:
+            log = ""
+        raise KernelBuildError(_build_message(source, log or str(exc))) from None
+    binary = prg.get_info(cl.program_info.BINARIES)[0]
+    _write_atomic(path, binary)
+    return prg, False, binary
+
+
+def program_from_binary(ctx, dev, binary: bytes, source: str, options: str = BUILD_OPTIONS):
+    """A program from an artifact's stored binary, falling back to the source."""
+    import pyopencl as cl
+
+    try:
+        return cl.Program(ctx, [dev], [binary]).build(options=options), True
+    except Exception:
+        return build_program(ctx, dev, source, options)[0], False
+
+
+def _write_atomic(path: str, data: bytes) -> None:
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".nnvm-cl-")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except OSError:  # a read-only cache is not an error: the next run compiles again
+        pass
+
+
+def kernel_at_line(source: str, line: int) -> str | None:
+    """The name of the kernel whose text contains 1-based ``line`` of ``source``."""
+    name = None
+    for i, text in enumerate(source.splitlines(), start=1):
+        m = re.match(r"__kernel\b.*?void\s+(\w+)\s*\(", text)
+        if m:
+            name = m.group(1)
+        if i >= line:
+            return name
+    return name
+
+
+def _build_message(source: str, log: str) -> str:
+    lines = set()
+    for text in log.splitlines():  # clang: "file:L:C: error: ..."; PoCL: "error: file:L:C: ..."
+        m = re.search(r":(\d+):\d+:", text)
+        if m and "error" in text:
+            lines.add(int(m.group(1)))
+    lines = sorted(lines)
+    names = [n for n in dict.fromkeys(kernel_at_line(source, ln) for ln in lines) if n]
+    where = f"kernel(s) {', '.join(names)}" if names else "program"
+    tail = log.strip()
+    if len(tail) > 4000:
+        tail = tail[:4000] + "\n..."
+    return (f"OpenCL build of {where} failed -> the generated source does not compile -> "
+            f"this is a code generator bug; please report it with the log below "
+            f"(set NNVM_OPENCL_DUMP=1 to print the source)\ncompiler log:\n{tail}")

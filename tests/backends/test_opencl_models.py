@@ -1,0 +1,124 @@
+"""Models on the ``opencl`` target (fused groups, arena memory plan) against the reference
+target, plus export/load, fallback accounting and the backend's error messages."""
+
+import numpy as np
+import pytest
+
+import nnvm
+from nnvm import sym
+from nnvm.backend import get_backend
+from nnvm.errors import BackendUnavailableError, NNVMError
+from nnvm.testing.models import MODELS
+
+
+def _reason():
+    try:
+        return get_backend("opencl", require_available=False).is_available()
+    except BackendUnavailableError as exc:
+        return str(exc)
+
+
+REASON = _reason()
+pytestmark = pytest.mark.skipif(REASON is not None, reason=f"opencl unavailable: {REASON}")
+
+
+def _feed(shapes, seed=0):
+    rng = np.random.default_rng(seed)
+    return {k: rng.standard_normal(s).astype("float32") for k, s in shapes.items()}
+
+
+def _check(net, params, shapes, opt_level=2, rtol=1e-4, atol=1e-5):
+    feed = _feed(shapes)
+    ref = nnvm.compiler.build(net, target="reference", shape=shapes, params=params,
+                              opt_level=opt_level).run(**feed)
+    lib = nnvm.compiler.build(net, target="opencl", shape=shapes, params=params,
+                              opt_level=opt_level)
+    got = lib.run(**feed)
+    assert len(got) == len(ref)
+    for g, r in zip(got, ref):
+        assert g.shape == r.shape and g.dtype == r.dtype
+        np.testing.assert_allclose(g, r, rtol=rtol, atol=atol)
+    return lib, feed, got
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_model_matches_reference(name):
+    net, params, shapes = MODELS[name]()
+    lib, _, _ = _check(net, params, shapes, opt_level=3)
+    st = lib.stats()
+    assert st["num_fallback_ops"] == 0, st["fallback_ops"]
+    assert st["num_kernels"] < st["num_nodes"], "fusion should merge ops into fewer kernels"
+    assert st["activation_bytes"] <= st["activation_bytes_naive"]
+
+
+def test_export_load_roundtrip(tmp_path):
+    net, params, shapes = MODELS["small_cnn"]()
+    lib, feed, got = _check(net, params, shapes)
+    path = tmp_path / "cnn.nnvm"
+    lib.export(str(path))
+    import zipfile
+
+    names = zipfile.ZipFile(path).namelist()
+    assert "kernels.cl" in names and "plan.json" in names
+    lib2 = nnvm.runtime.load(str(path))
+    for a, b in zip(lib2.run(**feed), got):
+        np.testing.assert_array_equal(a, b)
+    assert lib2.stats()["num_kernels"] == lib.stats()["num_kernels"]
+
+
+def test_op_without_rule_falls_back_and_is_counted():
+    x = sym.Variable("x")
+    y = sym.relu(sym.topk(sym.exp(x), k=2, axis=-1)[0]) * 2.0
+    lib, _, _ = _check(y, {}, {"x": (3, 5)})
+    st = lib.stats()
+    assert st["num_fallback_ops"] == 1
+    assert any("topk" in v for v in st["fallback_ops"].values())
+    assert st["num_kernels"] >= 2  # exp before, relu*2 after, on the device
+
+
+def test_fused_epilogue_and_injective_chain():
+    x = sym.Variable("x")
+    y = sym.conv2d(x, channels=8, kernel_size=(3, 3), padding=(1, 1), name="c")
+    y = sym.relu(y * 0.5 + 1.0)
+    y = sym.transpose(sym.reshape(y, shape=(2, 8, 36)), axes=(0, 2, 1))
+    z = sym.concatenate(sym.strided_slice(y, begin=(0, 1, 0), end=(2, 36, 8)),
+                        sym.pad(y, pad_width=((0, 0), (0, 0), (1, 2))) if False else y, axis=1)
+    out = sym.sum(z, axis=(1,)) + sym.max(z, axis=(1,))
+    rng = np.random.default_rng(1)
+    params = {"c_weight": rng.standard_normal((8, 3, 3, 3)).astype("float32"),
+              "c_bias": rng.standard_normal(8).astype("float32")}
+    lib, _, _ = _check(out, params, {"x": (2, 3, 6, 6)}, rtol=1e-4, atol=1e-4)
+    assert lib.stats()["num_fallback_ops"] == 0
+
+
+def test_kernel_build_error_names_kernel_and_log():
+    from nnvm_opencl.device import select
+    from nnvm_opencl.program import KernelBuildError, build_program
+    import pyopencl as cl
+
+    _, dev = select()
+    ctx = cl.Context([dev])
+    src = ("__kernel void good(__global float* a) { a[0] = 1.0f; }\n"
+           "__kernel void broken_kernel(__global float* a) {\n  a[0] = undefined_name;\n}\n")
+    with pytest.raises(KernelBuildError) as info:
+        build_program(ctx, dev, src)
+    msg = str(info.value)
+    assert "broken_kernel" in msg and "undefined_name" in msg
+
+
+def test_bad_target_option_lists_valid_ones():
+    x = sym.Variable("x")
+    with pytest.raises(NNVMError, match="-device"):
+        nnvm.compiler.build(sym.relu(x), target="opencl -bogus=1", shape={"x": (2,)})
+
+
+def test_no_matching_device_is_a_clear_error():
+    x = sym.Variable("x")
+    with pytest.raises(BackendUnavailableError, match="no matching device"):
+        nnvm.compiler.build(sym.relu(x), target="opencl -device=no-such-device",
+                            shape={"x": (2,)})
+
+
+def test_plugin_reports_device():
+    info = {p.name: p for p in nnvm.plugins()}["opencl"]
+    assert info.available and "opencl" in info.summary.lower()
