@@ -1,0 +1,283 @@
+"""Build: groups -> TE -> scheduled TIR -> ONE ``tvm.compile`` -> lib.so + executor plan.
+
+Each group's key is computed from the graph alone (ops, attributes, wiring, shapes, dtypes,
+packing, target), so a cached kernel skips TE and scheduling, and a cached library skips
+LLVM too. The library always links ``threadpool.c`` (see there), which lets it run with
+apache-tvm-ffi alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+
+import numpy as np
+import tvm
+from tvm import te
+
+from nnvm.errors import NNVMError, format_error
+from nnvm.op import OpPattern
+
+from ..runtime.executor import PLAN_FORMAT, PLAN_VERSION, LLVMModule, graph_fingerprint, \
+    load_library
+from . import cache, lowering
+from .groups import Group, group_inputs, group_outputs, partition
+from .schedules import ScheduleInfo, schedule
+from .target import num_threads, tvm_target, vector_lanes
+
+_THREADPOOL_C = os.path.join(os.path.dirname(__file__), "threadpool.c")
+
+
+class _GroupLowering:
+    """Everything about one group the plan and the key need, before any TE is built."""
+
+    def __init__(self, graph, group: Group, params: dict, lanes: int):
+        idx = graph.index
+        self.graph, self.group = graph, group
+        rptr = idx.entry_rptr
+        shapes, dtypes = graph.attrs["shape"], graph.attrs["dtype"]
+        self.inputs = group_inputs(graph, group)
+        self.outputs = group_outputs(graph, group)
+        var_name = {rptr[n]: idx.nodes[n].name for n in idx.input_nodes}
+        # packing: (entry) -> (layout, block) when a param feeds a packable slot
+        self.packed: dict[int, tuple[str, int]] = {}
+        self.node_packed: dict[int, dict[int, tuple[str, int]]] = {}
+        for nid in group.nodes:
+            node = idx.nodes[nid]
+            rule = lowering.lookup(node.op.name)
+            if rule is None or rule.pack is None:
+                continue
+            ins = [shapes[rptr[i] + k] for i, k, _ in idx.inputs[nid]]
+            want = rule.pack(node.attrs, ins, lowering.LowerContext(lanes))
+            for slot, spec in want.items():
+                i, k, _ = idx.inputs[nid][slot]
+                e = rptr[i] + k
+                if var_name.get(e) in params and self.packed.get(e, spec) == spec:
+                    self.packed[e] = spec
+                    self.node_packed.setdefault(nid, {})[slot] = spec
+        self.var_name = var_name
+        sig = {"nodes": [], "inputs": [], "outputs": []}
+        pos = {e: n for n, e in enumerate(self.inputs)}
+        local = {nid: n for n, nid in enumerate(group.nodes)}
+        for nid in group.nodes:
+            node = idx.nodes[nid]
+            refs = []
+            for i, k, _ in idx.inputs[nid]:
+                e = rptr[i] + k
+                refs.append(["in", pos[e]] if i not in local else ["node", local[i], k])
+            sig["nodes"].append([node.op.name, sorted((k, repr(v)) for k, v in
+                                                      node.attrs.items()), refs])
+        for e in self.inputs:
+            sig["inputs"].append([list(shapes[e]), dtypes[e], self.packed.get(e)])
+        for e in self.outputs:
+            sig["outputs"].append([list(shapes[e]), dtypes[e]])
+        master = idx.nodes[group.master]
+        self.kind = lowering.kind_of(master)
+        sig["kind"] = self.kind
+        self.signature = json.dumps(sig, sort_keys=True, default=str)
+        ops = [idx.nodes[n].op.name.strip("_") for n in group.nodes]
+        self.ops = ops
+        self.pretty = "_".join(ops)[:48]
+
+    def arg_refs(self) -> list[dict]:
+        refs = []
+        for e in self.inputs:
+            if e in self.packed:
+                layout, block = self.packed[e]
+                refs.append({"packed": f"{self.var_name[e]}@{layout}{block}"})
+            else:
+                refs.append({"entry": e})
+        return refs + [{"entry": e} for e in self.outputs]
+
+    def primfunc(self, lanes: int):
+        """Build the group's TE and return the unscheduled PrimFunc."""
+        graph, idx = self.graph, self.graph.index
+        rptr = idx.entry_rptr
+        shapes, dtypes = graph.attrs["shape"], graph.attrs["dtype"]
+        tensors: dict[int, te.Tensor] = {}
+        placeholders = []
+        for n, e in enumerate(self.inputs):
+            shape = shapes[e]
+            if e in self.packed:
+                layout, block = self.packed[e]
+                shape = lowering.packed_input_shape(layout, shape, block)
+            t = te.placeholder(tuple(int(d) for d in shape), dtype=dtypes[e], name=f"in{n}")
+            tensors[e] = t
+            placeholders.append(t)
+        for pos, nid in enumerate(self.group.nodes):
+            node = idx.nodes[nid]
+            ins = [tensors[rptr[i] + k] for i, k, _ in idx.inputs[nid]]
+            outs = [(tuple(int(d) for d in shapes[e]), dtypes[e])
+                    for e in range(rptr[nid], rptr[nid + 1])]
+            ctx = lowering.LowerContext(lanes, self.node_packed.get(nid, {}),
+                                        f"{node.op.name.strip('_')}_{pos}")
+            res = lowering.lookup(node.op.name).compute(dict(node.attrs), ins, outs, ctx)
+            res = list(res) if isinstance(res, (list, tuple)) else [res]
+            for k, t in enumerate(res):
+                tensors[rptr[nid] + k] = t
+        outs = [tensors[e] for e in self.outputs]
+        for e, t in zip(self.outputs, outs):
+            if tuple(int(d) for d in t.shape) != tuple(shapes[e]) or t.dtype != dtypes[e]:
+                raise NNVMError(format_error(
+                    f"llvm lowering of group '{self.pretty}'", "rule output disagrees with "
+                    "shape/type inference", (tuple(shapes[e]), dtypes[e]),
+                    (tuple(int(d) for d in t.shape), t.dtype)))
+        # an output that is also an input or repeated needs its own copy stage
+        seen = set(placeholders)
+        final = []
+        for n, t in enumerate(outs):
+            if t in seen:
+                t = te.compute(t.shape, lambda *i, t=t: t[i], name=f"out_copy{n}")
+            seen.add(t)
+            final.append(t)
+        return te.create_prim_func(placeholders + final)
+
+
+def _threadpool_object(workdir: str) -> str:
+    """Compile threadpool.c once per source version (cached next to the kernels)."""
+    import tvm_ffi.libinfo
+
+    with open(_THREADPOOL_C, "rb") as f:
+        src = f.read()
+    key = cache.digest("threadpool" + src.decode())
+    d = cache.cache_dir()
+    path = os.path.join(d or workdir, f"threadpool-{key}.o")
+    if os.path.exists(path):
+        return path
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        raise NNVMError("llvm build: no C compiler found (needed to link the kernel library; "
+                        "TVM's export_library needs one too). Install gcc or set CC")
+    tmp = path + f".{os.getpid()}.tmp.o"
+    cmd = [cc, "-O2", "-fPIC", "-c", _THREADPOOL_C, "-o", tmp,
+           "-I", tvm_ffi.libinfo.find_include_path()]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise NNVMError(f"llvm build: compiling threadpool.c failed:\n{proc.stderr[-2000:]}")
+    os.replace(tmp, path)
+    return path
+
+
+def _compile(funcs: dict, tgt, workdir: str) -> tuple[bytes, list[str]]:
+    """One ``tvm.compile`` for every kernel; a kernel whose schedule fails to compile is
+    replaced by its unscheduled loop nest (named in the returned list).
+
+    ``funcs`` maps a function name to ``(scheduled PrimFunc, make_plain)``, where
+    ``make_plain()`` rebuilds the unscheduled PrimFunc from TE.
+    """
+    fallbacks = []
+    mod = tvm.IRModule({name: f for name, (f, _) in funcs.items()})
+    try:
+        lib = tvm.compile(mod, target=tgt)
+    except Exception:  # noqa: BLE001 - find the culprit(s), then build without them
+        for name, (f, make_plain) in list(funcs.items()):
+            try:
+                tvm.compile(tvm.IRModule({name: f}), target=tgt)
+            except Exception:  # noqa: BLE001
+                funcs[name] = (make_plain().with_attr("global_symbol", name), make_plain)
+                fallbacks.append(name)
+        lib = tvm.compile(tvm.IRModule({n: f for n, (f, _) in funcs.items()}), target=tgt)
+    so = os.path.join(workdir, "lib.so")
+    lib.export_library(so, addons=[_threadpool_object(workdir)])
+    with open(so, "rb") as f:
+        return f.read(), fallbacks
+
+
+def build_module(graph, params, target, config) -> LLVMModule:
+    """Compile an optimised, shape-inferred graph for ``target`` (an llvm ``Target``)."""
+    t0 = time.perf_counter()
+    tgt = tvm_target(target)
+    lanes = vector_lanes(tgt)
+    idx = graph.index
+    rptr = idx.entry_rptr
+    shapes, dtypes = graph.attrs["shape"], graph.attrs["dtype"]
+    params = {k: np.asarray(v) for k, v in params.items()}
+    groups = partition(graph)
+    storage_id = graph.attrs.get("storage_id")
+    steps, entries, packed, funcs, keys = [], {}, {}, {}, []
+    hits0 = dict(cache.counters)
+    unsupported: dict[str, str] = {}
+
+    def entry(e: int, private: bool = False) -> None:
+        sid = -1 if storage_id is None or private else int(storage_id[e])
+        prev = entries.get(e)
+        if prev is None or private:
+            entries[e] = {"shape": [int(d) for d in shapes[e]], "dtype": dtypes[e],
+                          "storage": sid}
+
+    for nid in idx.input_nodes:
+        entry(rptr[nid])
+    for g in groups:
+        if not g.lowered:
+            node = idx.nodes[g.root]
+            unsupported.setdefault(node.op.name, g.reason)
+            ins = [rptr[i] + k for i, k, _ in idx.inputs[g.root]]
+            outs = group_outputs(graph, g)
+            for e in ins:
+                entry(e)
+            for e in outs:
+                entry(e)
+            steps.append({"kind": "reference", "node": g.root, "inputs": ins, "outputs": outs})
+            continue
+        gl = _GroupLowering(graph, g, params, lanes)
+        key = cache.digest(f"{tgt}|{gl.signature}")
+        name = f"nnvm_{gl.pretty}_{key[:10]}"
+        if name not in funcs:
+            func = cache.get_kernel(key)
+            if func is None:
+                func = schedule(gl.primfunc(lanes), ScheduleInfo(gl.kind, lanes))
+                cache.put_kernel(key, func)
+            funcs[name] = (func.with_attr("global_symbol", name),
+                           lambda gl=gl: gl.primfunc(lanes))
+            keys.append(key)
+        for e in gl.inputs:
+            entry(e)
+        hazard = any(OpPattern(idx.nodes[n].op.get_attr("TOpPattern", OpPattern.OPAQUE))
+                     >= OpPattern.INJECTIVE for n in g.nodes)
+        in_sids = {storage_id[e] for e in gl.inputs} if storage_id is not None else set()
+        for e in gl.outputs:
+            entry(e, private=hazard and storage_id is not None and storage_id[e] in in_sids)
+        for e, (layout, block) in gl.packed.items():
+            packed[f"{gl.var_name[e]}@{layout}{block}"] = {
+                "param": gl.var_name[e], "layout": layout, "block": block}
+        steps.append({"kind": "kernel", "func": name, "args": gl.arg_refs(),
+                      "group": gl.ops})
+    for e in idx.output_entries:
+        entry(e)
+    t_lower = time.perf_counter() - t0
+    lib_key = cache.digest(f"{tgt}|" + "|".join(sorted(keys)))
+    so_bytes = cache.get_lib(lib_key) if funcs else None
+    sched_fallbacks: list[str] = []
+    if so_bytes is None:
+        with tempfile.TemporaryDirectory(prefix="nnvm-llvm-") as work:
+            if not funcs:  # a graph of fallbacks only still needs a library (the pool)
+                funcs["nnvm_empty"] = (_empty_func().with_attr("global_symbol", "nnvm_empty"),
+                                       _empty_func)
+            so_bytes, sched_fallbacks = _compile(funcs, tgt, work)
+        if not sched_fallbacks:
+            cache.put_lib(lib_key, so_bytes)
+    plan = {
+        "format": PLAN_FORMAT, "version": PLAN_VERSION, "graph": graph_fingerprint(graph),
+        "steps": steps, "entries": {str(e): v for e, v in sorted(entries.items())},
+        "packed": packed, "num_threads": num_threads(target, config.extra),
+        "tvm_target": str(tgt),
+    }
+    hits = {k: cache.counters[k] - hits0[k] for k in cache.counters}
+    info = {
+        "compile_seconds": round(time.perf_counter() - t0, 4),
+        "lowering_seconds": round(t_lower, 4),
+        "kernel_cache_hits": hits["kernel_hits"], "lib_cache_hit": hits["lib_hits"] > 0,
+        "unsupported_ops": unsupported, "schedule_fallbacks": sched_fallbacks,
+        "tvm_target": str(tgt),
+    }
+    lib = load_library(so_bytes)
+    return LLVMModule(graph, params, str(target), lib, so_bytes, plan, build_info=info)
+
+
+def _empty_func():
+    a = te.placeholder((1,), name="a")
+    return te.create_prim_func([a, te.compute((1,), lambda i: a[i], name="b")])

@@ -1,0 +1,496 @@
+"""The lowering table: one compute rule per op, keyed by op name.
+
+A rule is ``rule(attrs, ins, outs, ctx) -> te.Tensor | list[te.Tensor]`` where ``ins`` are
+the TE tensors of the node's inputs, ``outs`` the ``(shape, dtype)`` of its outputs (from
+shape/type inference, so rules never re-derive them), and ``ctx`` a ``LowerContext``.
+``Lowering.kind`` names the schedule template of a group whose master is this op (see
+``schedules``); ``pack`` says which weight input the kernel wants in a blocked layout.
+
+An op without a rule is not an error: the executor runs its NumPy reference kernel and
+``stats()`` reports it. ``unsupported_reason`` says why a node cannot be lowered.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import numpy as np
+import tvm
+from tvm import te, topi
+
+from ..runtime.packing import packed_shape
+
+
+@dataclasses.dataclass
+class Lowering:
+    """One op's lowering record.
+
+    Attributes:
+        compute: the TE compute rule.
+        kind: schedule template: ``elemwise``, ``injective``, ``reduce``, ``softmax``,
+            ``dense``, ``conv2d``, ``depthwise``, ``pool``.
+        pack: ``f(attrs, in_shapes, ctx) -> {input index: (layout, block)}`` for weights the
+            kernel reads pre-packed (applied only when that input is a param).
+        supports: ``f(attrs, in_shapes) -> None | reason`` for attribute values the rule
+            does not cover (those nodes fall back to the reference kernel).
+    """
+
+    compute: Callable
+    kind: str = "injective"
+    pack: Callable | None = None
+    supports: Callable | None = None
+
+
+@dataclasses.dataclass
+class LowerContext:
+    """What a rule may ask: the vector width, the packing decided for this node, names."""
+
+    vector_lanes: int = 16
+    packed: dict[int, tuple[str, int]] = dataclasses.field(default_factory=dict)
+    name: str = "op"
+
+
+LOWERINGS: dict[str, Lowering] = {}
+
+
+def register(names: str | tuple, kind: str = "injective", pack=None, supports=None):
+    """Decorator adding a rule for one op name or several."""
+    def deco(fn):
+        for n in (names,) if isinstance(names, str) else names:
+            LOWERINGS[n] = Lowering(fn, kind, pack, supports)
+        return fn
+    return deco
+
+
+def lookup(op_name: str) -> Lowering | None:
+    return LOWERINGS.get(op_name)
+
+
+def unsupported_reason(node, in_shapes) -> str | None:
+    """None if ``node`` can be lowered, else a one-line reason."""
+    rule = LOWERINGS.get(node.op.name)
+    if rule is None:
+        return f"no llvm lowering rule for op '{node.op.name}'"
+    if rule.supports is not None:
+        return rule.supports(node.attrs, in_shapes)
+    return None
+
+
+def _const(value, dtype):
+    return tvm.tirx.const(value, dtype)
+
+
+# -- elementwise ------------------------------------------------------------------------------
+
+_UNARY: dict[str, Callable[[Any], Any]] = {
+    "relu": lambda x: te.max(x, _const(0, x.dtype)),
+    "tanh": te.tanh, "sigmoid": te.sigmoid, "exp": te.exp, "log": te.log, "sqrt": te.sqrt,
+    "erf": te.erf, "sin": te.sin, "cos": te.cos, "floor": te.floor, "ceil": te.ceil,
+    "round": te.round, "trunc": te.trunc, "negative": lambda x: -x, "abs": te.abs,
+    "reciprocal": lambda x: _const(1, x.dtype) / x,
+    "sign": lambda x: tvm.tirx.Select(x > 0, _const(1, x.dtype), tvm.tirx.Select(
+        x < 0, _const(-1, x.dtype), _const(0, x.dtype))),
+    "softplus": lambda x: te.log(_const(1, x.dtype) + te.exp(x)),
+    "softsign": lambda x: x / (_const(1, x.dtype) + te.abs(x)),
+    "copy": lambda x: x, "block_grad": lambda x: x, "dropout": lambda x: x,
+    "zeros_like": lambda x: _const(0, x.dtype), "ones_like": lambda x: _const(1, x.dtype),
+}
+
+
+def _unary_rule(fn):
+    def rule(attrs, ins, outs, ctx):
+        x = ins[0]
+        return te.compute(x.shape, lambda *i: fn(x[i]), name=ctx.name)
+    return rule
+
+
+for _n, _f in _UNARY.items():
+    register(_n, "elemwise")(_unary_rule(_f))
+
+
+@register("leaky_relu", "elemwise")
+def _leaky_relu(attrs, ins, outs, ctx):
+    x, a = ins[0], attrs["alpha"]
+    return te.compute(x.shape, lambda *i: tvm.tirx.Select(
+        x[i] > 0, x[i], x[i] * _const(a, x.dtype)), name=ctx.name)
+
+
+@register("clip", "elemwise")
+def _clip(attrs, ins, outs, ctx):
+    x = ins[0]
+    lo, hi = _const(attrs["a_min"], x.dtype), _const(attrs["a_max"], x.dtype)
+    return te.compute(x.shape, lambda *i: te.min(te.max(x[i], lo), hi), name=ctx.name)
+
+
+@register("cast", "elemwise")
+def _cast(attrs, ins, outs, ctx):
+    x, dtype = ins[0], outs[0][1]
+    return te.compute(x.shape, lambda *i: x[i].astype(dtype), name=ctx.name)
+
+
+_SCALAR = {
+    "__add_scalar__": lambda x, s: x + s, "__sub_scalar__": lambda x, s: x - s,
+    "__rsub_scalar__": lambda x, s: s - x, "__mul_scalar__": lambda x, s: x * s,
+    "__div_scalar__": lambda x, s: x / s, "__rdiv_scalar__": lambda x, s: s / x,
+    "__pow_scalar__": lambda x, s: te.power(x, s), "__rpow_scalar__": lambda x, s: te.power(s, x),
+}
+
+
+def _scalar_rule(fn):
+    def rule(attrs, ins, outs, ctx):
+        x = ins[0]
+        s = _const(attrs["scalar"], x.dtype)
+        return te.compute(x.shape, lambda *i: fn(x[i], s), name=ctx.name)
+    return rule
+
+
+for _n, _f in _SCALAR.items():
+    register(_n, "elemwise")(_scalar_rule(_f))
+
+_BINARY = {
+    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+    "div": lambda a, b: a / b, "pow": te.power, "maximum": te.max, "minimum": te.min,
+}
+
+
+def _broadcast_rule(fn):
+    """numpy broadcasting by right-aligned index mapping onto the known output shape."""
+    def rule(attrs, ins, outs, ctx):
+        shape = outs[0][0]
+        nd = len(shape)
+
+        def at(t, idx):
+            off = nd - len(t.shape)
+            return t[tuple(0 if int(t.shape[d]) == 1 and int(shape[d + off]) != 1 else idx[d + off]
+                       for d in range(len(t.shape)))]
+        return te.compute(shape, lambda *i: fn(*[at(t, i) for t in ins]), name=ctx.name)
+    return rule
+
+
+for _n, _f in _BINARY.items():
+    if _n not in ("maximum", "minimum", "pow"):
+        register(f"elemwise_{_n}", "elemwise")(_broadcast_rule(_f))
+    register(f"broadcast_{_n}", "elemwise")(_broadcast_rule(_f))
+
+
+@register("elemwise_sum", "elemwise")
+def _elemwise_sum(attrs, ins, outs, ctx):
+    def body(*i):
+        acc = ins[0][i]
+        for t in ins[1:]:
+            acc = acc + t[i]
+        return acc
+    return te.compute(ins[0].shape, body, name=ctx.name)
+
+
+@register("where", "elemwise")
+def _where(attrs, ins, outs, ctx):
+    c, x, y = ins
+    cmp = te.compute(c.shape, lambda *i: c[i].astype("bool"), name=ctx.name + "_cond") \
+        if c.dtype != "bool" else c
+    return _broadcast_rule(lambda a, b, d: tvm.tirx.Select(a, b, d))(attrs, [cmp, x, y], outs,
+                                                                      ctx)
+
+
+# -- injective: shape changes -----------------------------------------------------------------
+
+@register(("reshape", "flatten", "expand_dims", "squeeze", "reshape_like"))
+def _reshape(attrs, ins, outs, ctx):
+    return topi.reshape(ins[0], outs[0][0])
+
+
+@register("transpose")
+def _transpose(attrs, ins, outs, ctx):
+    axes = attrs.get("axes") or ()
+    return topi.transpose(ins[0], list(axes) if axes else None)
+
+
+@register("concatenate")
+def _concatenate(attrs, ins, outs, ctx):
+    return topi.concatenate(list(ins), attrs["axis"])
+
+
+@register("broadcast_to")
+def _broadcast_to(attrs, ins, outs, ctx):
+    return topi.broadcast_to(ins[0], outs[0][0])
+
+
+@register("pad", supports=lambda attrs, shapes: None if np.isfinite(attrs["pad_value"])
+          else "non-finite pad_value")
+def _pad(attrs, ins, outs, ctx):
+    width = [tuple(int(v) for v in p) for p in attrs["pad_width"]]
+    return topi.nn.pad(ins[0], [p[0] for p in width], [p[1] for p in width],
+                       pad_value=attrs["pad_value"], name=ctx.name)
+
+
+# -- reductions ---------------------------------------------------------------------------
+
+def _reduce_axes(attrs, ndim):
+    axes = tuple(a % ndim for a in (attrs.get("axis") or ()))
+    if not axes:
+        axes = tuple(range(ndim))
+        if attrs.get("exclude"):
+            return ()
+    elif attrs.get("exclude"):
+        axes = tuple(d for d in range(ndim) if d not in axes)
+    return axes
+
+
+def _reduce_rule(fn, mean=False):
+    def rule(attrs, ins, outs, ctx):
+        x = ins[0]
+        axes = _reduce_axes(attrs, len(x.shape))
+        if not axes:
+            return te.compute(outs[0][0], lambda *i: x[i], name=ctx.name)
+        out = fn(x, axis=list(axes), keepdims=bool(attrs.get("keepdims")))
+        if mean:
+            count = int(np.prod([int(x.shape[a]) for a in axes]))
+            out = te.compute(out.shape, lambda *i: out[i] / _const(count, x.dtype),
+                             name=ctx.name)
+        return topi.reshape(out, outs[0][0]) if tuple(out.shape) != tuple(outs[0][0]) else out
+    return rule
+
+
+register("sum", "reduce")(_reduce_rule(topi.sum))
+register("max", "reduce")(_reduce_rule(topi.max))
+register("min", "reduce")(_reduce_rule(topi.min))
+register("prod", "reduce")(_reduce_rule(topi.prod))
+register("mean", "reduce")(_reduce_rule(topi.sum, mean=True))
+
+
+@register("softmax", "softmax")
+def _softmax(attrs, ins, outs, ctx):
+    return topi.nn.softmax(ins[0], attrs["axis"])
+
+
+@register("log_softmax", "softmax")
+def _log_softmax(attrs, ins, outs, ctx):
+    return topi.nn.log_softmax(ins[0], attrs["axis"])
+
+
+# -- dense / matmul -------------------------------------------------------------------------
+
+def dense_block(n: int, lanes: int) -> int:
+    """Output columns per register tile: two vectors when they divide N, else smaller."""
+    for bn in (2 * lanes, lanes, lanes // 2, 4, 2):
+        if bn and n % bn == 0:
+            return bn
+    return 1
+
+
+def _dense_pack(attrs, shapes, ctx):
+    n = shapes[1][0]
+    bn = dense_block(n, ctx.vector_lanes)
+    return {1: ("dense", bn)} if bn > 1 else {}
+
+
+@register("dense", "dense", pack=_dense_pack)
+def _dense(attrs, ins, outs, ctx):
+    x, w = ins[0], ins[1]
+    out_shape, dtype = outs[0]
+    k_dim = int(x.shape[-1])
+    rows = int(np.prod([int(d) for d in x.shape[:-1]]))
+    x2 = topi.reshape(x, (rows, k_dim)) if len(x.shape) != 2 else x
+    m = int(x2.shape[0])
+    k = te.reduce_axis((0, k_dim), "k")
+    if 1 in ctx.packed:
+        bn = ctx.packed[1][1]
+        n = int(w.shape[0]) * bn
+        y = te.compute((m, n), lambda i, j: te.sum(x2[i, k] * w[j // bn, k, j % bn], axis=k),
+                       name="anchor_dense")
+    else:
+        n = int(w.shape[0])
+        y = te.compute((m, n), lambda i, j: te.sum(x2[i, k] * w[j, k], axis=k),
+                       name="anchor_dense")
+    if len(ins) > 2:
+        b = ins[2]
+        y = te.compute((m, n), lambda i, j: y[i, j] + b[j], name=ctx.name + "_bias")
+    return topi.reshape(y, out_shape) if tuple(out_shape) != (m, n) else y
+
+
+def _matmul_supports(attrs, shapes):
+    if any(s is None or len(s) < 2 for s in shapes):
+        return "matmul of 1-D operands (llvm lowers 2-D and batched)"
+    return None
+
+
+@register("matmul", "reduce", supports=_matmul_supports)
+def _matmul(attrs, ins, outs, ctx):
+    """Batched matmul with numpy broadcasting of the batch axes."""
+    a, b = ins
+    ta, tb = bool(attrs["transpose_a"]), bool(attrs["transpose_b"])
+    out_shape = outs[0][0]
+    nb = len(out_shape) - 2
+    k_dim = int(a.shape[-2] if ta else a.shape[-1])
+    k = te.reduce_axis((0, k_dim), "k")
+
+    def batch(t, idx):
+        off = nb - (len(t.shape) - 2)
+        return [0 if int(t.shape[d]) == 1 else idx[d + off] for d in range(len(t.shape) - 2)]
+
+    def body(*idx):
+        i, j = idx[-2], idx[-1]
+        ai = batch(a, idx) + ([k, i] if ta else [i, k])
+        bi = batch(b, idx) + ([j, k] if tb else [k, j])
+        return te.sum(a[tuple(ai)] * b[tuple(bi)], axis=k)
+    return te.compute(out_shape, body, name="anchor_matmul")
+
+
+# -- conv2d -------------------------------------------------------------------------------
+
+def _conv_geometry(attrs):
+    kh, kw = attrs["kernel_size"]
+    sh, sw = attrs["strides"]
+    dh, dw = attrs["dilation"]
+    p = tuple(attrs["padding"])
+    pt, pl, pb, pr = (p[0], p[1], p[0], p[1]) if len(p) == 2 else p
+    return (kh, kw), (sh, sw), (dh, dw), (pt, pl, pb, pr)
+
+
+def _conv_supports(attrs, shapes):
+    if attrs.get("layout", "NCHW") != "NCHW" or attrs.get("kernel_layout", "OIHW") != "OIHW":
+        return f"layout {attrs.get('layout')}/{attrs.get('kernel_layout')} (llvm lowers NCHW/OIHW)"
+    if attrs.get("out_layout", "__undef__") not in ("__undef__", "", "NCHW"):
+        return f"out_layout {attrs['out_layout']}"
+    if attrs.get("out_dtype", "same") not in ("same", "", None):
+        return f"out_dtype {attrs['out_dtype']} (llvm computes in the input dtype)"
+    groups, cin = attrs.get("groups", 1), shapes[0][1] if shapes[0] else None
+    if groups != 1 and not (groups == cin and attrs["channels"] == cin):
+        return f"grouped convolution with groups={groups} (llvm lowers 1 and depthwise)"
+    return None
+
+
+def conv_block(oc: int, lanes: int) -> int:
+    for bn in (lanes, lanes // 2, 4, 2):
+        if oc % bn == 0:
+            return bn
+    return 1
+
+
+def _conv_pack(attrs, shapes, ctx):
+    if attrs.get("groups", 1) != 1:
+        return {}
+    bn = conv_block(shapes[1][0], ctx.vector_lanes)
+    return {1: ("conv2d", bn)} if bn > 1 else {}
+
+
+def _padded(x, pads, name):
+    pt, pl, pb, pr = pads
+    if not any(pads):
+        return x
+    return topi.nn.pad(x, [0, 0, pt, pl], [0, 0, pb, pr], name="pad_" + name)
+
+
+@register("conv2d", "conv2d", pack=_conv_pack, supports=_conv_supports)
+def _conv2d(attrs, ins, outs, ctx):
+    x, w = ins[0], ins[1]
+    (kh, kw), (sh, sw), (dh, dw), pads = _conv_geometry(attrs)
+    (n, oc, oh, ow), dtype = outs[0]
+    xp = _padded(x, pads, ctx.name)
+    depthwise = attrs.get("groups", 1) != 1
+    rh, rw = te.reduce_axis((0, kh), "rh"), te.reduce_axis((0, kw), "rw")
+    if depthwise:
+        y = te.compute((n, oc, oh, ow), lambda b, c, i, j: te.sum(
+            xp[b, c, i * sh + rh * dh, j * sw + rw * dw] * w[c, 0, rh, rw], axis=[rh, rw]),
+            name="anchor_depthwise")
+    else:
+        ic = int(x.shape[1])
+        rc = te.reduce_axis((0, ic), "rc")
+        if 1 in ctx.packed:
+            bn = ctx.packed[1][1]
+            y = te.compute((n, oc, oh, ow), lambda b, c, i, j: te.sum(
+                xp[b, rc, i * sh + rh * dh, j * sw + rw * dw] * w[c // bn, rc, rh, rw, c % bn],
+                axis=[rc, rh, rw]), name="anchor_conv2d")
+        else:
+            y = te.compute((n, oc, oh, ow), lambda b, c, i, j: te.sum(
+                xp[b, rc, i * sh + rh * dh, j * sw + rw * dw] * w[c, rc, rh, rw],
+                axis=[rc, rh, rw]), name="anchor_conv2d")
+    if len(ins) > 2:
+        bias = ins[2]
+        y = te.compute(y.shape, lambda b, c, i, j: y[b, c, i, j] + bias[c],
+                       name=ctx.name + "_bias")
+    return y
+
+
+def _lowering_kind_of_conv(attrs):
+    return "depthwise" if attrs.get("groups", 1) != 1 else "conv2d"
+
+
+# -- pooling ------------------------------------------------------------------------------
+
+def _pool_supports(attrs, shapes):
+    if attrs.get("layout", "NCHW") != "NCHW":
+        return f"layout {attrs['layout']} (llvm lowers NCHW pooling)"
+    return None
+
+
+def _pool_rule(kind):
+    def rule(attrs, ins, outs, ctx):
+        x = ins[0]
+        (n, c, oh, ow), dtype = outs[0]
+        h, w = int(x.shape[2]), int(x.shape[3])
+        kh, kw = attrs["pool_size"]
+        sh, sw = attrs["strides"]
+        p = tuple(attrs["padding"])
+        pt, pl, pb, pr = (p[0], p[1], p[0], p[1]) if len(p) == 2 else p
+        pb = max(pb, (oh - 1) * sh + kh - h - pt)
+        pr = max(pr, (ow - 1) * sw + kw - w - pl)
+        rh, rw = te.reduce_axis((0, kh), "rh"), te.reduce_axis((0, kw), "rw")
+        if kind == "max":
+            dt = str(x.dtype)
+            low = -np.inf if "float" in dt else np.iinfo(dt).min
+            xp = topi.nn.pad(x, [0, 0, pt, pl], [0, 0, pb, pr], pad_value=low,
+                             name="pad_" + ctx.name) if (pt or pl or pb or pr) else x
+            return te.compute((n, c, oh, ow), lambda b, ch, i, j: te.max(
+                xp[b, ch, i * sh + rh, j * sw + rw], axis=[rh, rw]), name="anchor_pool")
+        xp = topi.nn.pad(x, [0, 0, pt, pl], [0, 0, pb, pr], name="pad_" + ctx.name) \
+            if (pt or pl or pb or pr) else x
+        s = te.compute((n, c, oh, ow), lambda b, ch, i, j: te.sum(
+            xp[b, ch, i * sh + rh, j * sw + rw], axis=[rh, rw]), name="anchor_pool")
+        if attrs.get("count_include_pad"):
+            return te.compute(s.shape, lambda *i: s[i] / _const(kh * kw, x.dtype),
+                              name=ctx.name)
+
+        def count(i, j):
+            h0, w0 = i * sh - pt, j * sw - pl
+            ch = te.min(h0 + kh, h) - te.max(h0, 0)
+            cw = te.min(w0 + kw, w) - te.max(w0, 0)
+            return (ch * cw).astype(x.dtype)
+        return te.compute(s.shape, lambda b, ch, i, j: s[b, ch, i, j] / count(i, j),
+                          name=ctx.name)
+    return rule
+
+
+register("max_pool2d", "pool", supports=_pool_supports)(_pool_rule("max"))
+register("avg_pool2d", "pool", supports=_pool_supports)(_pool_rule("avg"))
+
+
+def _global_rule(kind):
+    def rule(attrs, ins, outs, ctx):
+        x = ins[0]
+        n, c, h, w = (int(d) for d in x.shape)
+        rh, rw = te.reduce_axis((0, h), "rh"), te.reduce_axis((0, w), "rw")
+        if kind == "max":
+            return te.compute((n, c, 1, 1), lambda b, ch, i, j: te.max(
+                x[b, ch, rh, rw], axis=[rh, rw]), name="anchor_gpool")
+        s = te.compute((n, c, 1, 1), lambda b, ch, i, j: te.sum(
+            x[b, ch, rh, rw], axis=[rh, rw]), name="anchor_gpool")
+        return te.compute(s.shape, lambda *i: s[i] / _const(h * w, x.dtype), name=ctx.name)
+    return rule
+
+
+register("global_max_pool2d", "reduce", supports=_pool_supports)(_global_rule("max"))
+register("global_avg_pool2d", "reduce", supports=_pool_supports)(_global_rule("avg"))
+
+
+def kind_of(node) -> str:
+    """The schedule template a group mastered by ``node`` uses."""
+    if node.op.name == "conv2d":
+        return _lowering_kind_of_conv(node.attrs)
+    rule = LOWERINGS.get(node.op.name)
+    return rule.kind if rule is not None else "injective"
+
+
+def packed_input_shape(layout: str, shape, block: int) -> tuple:
+    return packed_shape(layout, tuple(shape), block)

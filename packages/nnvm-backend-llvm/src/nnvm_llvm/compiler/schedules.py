@@ -1,0 +1,294 @@
+"""Schedules: turn a group's TIR (one PrimFunc) into loops that reach the hardware.
+
+Every group goes through the same three steps:
+
+1. inline: every spatial block that is not an output and not worth materialising (conv and
+   pool padding are kept) is computed inline into its consumers, so a fused group is one
+   loop nest around its master;
+2. the master's template (by ``Lowering.kind``):
+   ``dense``     register tiles of ``mr x nr`` outputs (``nr`` = the packed panel width,
+                 two AVX-512 vectors for fp32), accumulated in a local tile over the whole
+                 K loop, panels outermost so each stays in cache (TVM's ``dense_pack``,
+                 MLAS's SGEMM kernel shape);
+   ``conv2d``    output-channel blocks of one vector times ``reg_n`` output columns in
+                 registers, reduction over (ic, kh, kw) inside, weights pre-packed
+                 ``OIHW{bn}o`` (TVM's ``conv2d_NCHWc`` schedule, without leaving NCHW
+                 between kernels);
+   ``depthwise``/``pool``  vectors along the output row, parallel over (n, c, oh);
+   ``reduce``/``softmax``  parallel over the kept axes, the reductions computed per row;
+   ``elemwise``/``injective``  one fused loop, split into vectors and parallel chunks;
+3. the epilogue (bias, activation, residual add...) is inlined into the master's
+   write-back, so a fused kernel writes each output element once.
+
+Every step that does not apply (odd shapes, a rule's own block structure) is skipped, never
+fatal: the worst case is a correct, plainly scheduled loop nest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import tvm
+import tvm.s_tir as s_tir
+
+#: work (multiply-adds or elements) under which a kernel stays on one thread: a parallel
+#: launch costs a few microseconds
+PARALLEL_MIN_WORK = 1 << 15
+
+
+@dataclasses.dataclass
+class ScheduleInfo:
+    """What a template may need beyond the TIR: vector lanes, the packed block sizes."""
+
+    kind: str
+    lanes: int = 16
+    dense_block: int | None = None
+    conv_block: int | None = None
+
+
+def _try(fn, *args, **kw):
+    try:
+        return fn(*args, **kw)
+    except Exception:  # noqa: BLE001 - ScheduleError and tvm_ffi errors: step skipped
+        return None
+
+
+def _extent(sch, loop) -> int:
+    ext = sch.get(loop).extent
+    return int(ext) if isinstance(ext, tvm.tirx.IntImm) else -1
+
+
+def _is_reduction(sch, block) -> bool:
+    return any(int(iv.iter_type) == 2 for iv in sch.get(block).iter_vars)
+
+
+def _blocks(sch):
+    return list(sch.get_child_blocks(sch.get_sblock("root")))
+
+
+def _output_buffers(func) -> list:
+    """The function's parameters (TIRX: buffer-typed vars); kernels write only outputs."""
+    return list(func.params)
+
+
+def _writes_output(sch, block, outs) -> bool:
+    return any(w.source.same_as(p) for w in sch.get(block).writes for p in outs)
+
+
+def _find(sch, prefix: str):
+    for b in _blocks(sch):
+        if sch.get(b).name_hint.startswith(prefix):
+            return b
+    return None
+
+
+def inline_all(sch, func, keep_prefixes=()) -> None:
+    outs = _output_buffers(sch.mod['main'])
+    for b in _blocks(sch):
+        blk = sch.get(b)
+        if _is_reduction(sch, b) or _writes_output(sch, b, outs):
+            continue
+        if any(blk.name_hint.startswith(p) for p in keep_prefixes):
+            continue
+        _try(sch.compute_inline, b)
+
+
+def _epilogue_into(sch, func, writeback) -> None:
+    """Inline the (single) output block that reads the master into its write-back."""
+    outs = _output_buffers(sch.mod['main'])
+    if _writes_output(sch, writeback, outs):
+        return
+    for c in sch.get_consumers(writeback):
+        if _writes_output(sch, c, outs) and not _is_reduction(sch, c):
+            _try(sch.reverse_compute_inline, c)
+            return
+
+
+def _pick(extent: int, prefs) -> int:
+    for f in prefs:
+        if f <= extent and extent % f == 0:
+            return f
+    return 1
+
+
+def _parallel_vectorize(sch, block, lanes: int, vectorize: bool = True) -> None:
+    loops = sch.get_loops(block)
+    if not loops:
+        return
+    fused = sch.fuse(*loops) if len(loops) > 1 else loops[0]
+    total = _extent(sch, fused)
+    if total <= 0:
+        return
+    if vectorize and total % lanes == 0 and total >= lanes:
+        outer, inner = sch.split(fused, [None, lanes])
+        _try(sch.vectorize, inner)
+    else:
+        outer = fused
+    if total >= PARALLEL_MIN_WORK:
+        _try(sch.parallel, outer)
+
+
+# -- templates ------------------------------------------------------------------------------
+
+def schedule_dense(sch, func, info: ScheduleInfo) -> bool:
+    anchor = _find(sch, "anchor_dense")
+    if anchor is None:
+        return False
+    i, j, k = sch.get_loops(anchor)
+    m, n, kk = _extent(sch, i), _extent(sch, j), _extent(sch, k)
+    nr = info.dense_block or _pick(n, (2 * info.lanes, info.lanes, 8, 4, 2))
+    mr = _pick(m, (6, 4, 8, 3, 2)) if nr >= 2 * info.lanes else _pick(m, (8, 6, 4, 3, 2))
+    io, ii = sch.split(i, [None, mr])
+    jo, ji = sch.split(j, [None, nr])
+    sch.reorder(jo, io, k, ii, ji)
+    wb = sch.cache_write(anchor, 0, "local")
+    sch.reverse_compute_at(wb, io)
+    _epilogue_into(sch, func, wb)
+    _try(sch.unroll, ii)  # before decompose_reduction: the update block alone is neither
+    _try(sch.vectorize, ji)  # complete nor a reduction, and refuses both
+    init = sch.decompose_reduction(anchor, k)
+    for blk in (init, wb):
+        loops = sch.get_loops(blk)[2:]
+        if loops:
+            _try(sch.vectorize, loops[-1])
+    if m * n * kk >= PARALLEL_MIN_WORK and (m // mr) * (n // nr) > 1:
+        _try(sch.parallel, sch.fuse(jo, io))
+    return True
+
+
+def schedule_conv2d(sch, func, info: ScheduleInfo) -> bool:
+    anchor = _find(sch, "anchor_conv2d")
+    if anchor is None:
+        return False
+    b, c, i, j, rc, rh, rw = sch.get_loops(anchor)
+    oc, ow = _extent(sch, c), _extent(sch, j)
+    bn = info.conv_block or _pick(oc, (info.lanes, 8, 4, 2))
+    reg_n = _pick(ow, (14, 12, 16, 8, 7, 10, 6, 4, 5, 3, 2))
+    co, ci = sch.split(c, [None, bn])
+    jo, ji = sch.split(j, [None, reg_n])
+    # cache blocking over input channels: the rows of `rc_bn` channels and their weights
+    # stay in L1 while every ow tile of the output row consumes them
+    ic = _extent(sch, rc)
+    rc_bn = _pick(ic, (16, 8, 12, 4)) if ic > 16 else ic
+    rco, rci = sch.split(rc, [None, rc_bn])
+    sch.reorder(b, i, co, rco, jo, rci, rh, rw, ji, ci)
+    wb = sch.cache_write(anchor, 0, "local")
+    # the register tile must have the vector lane (channel) innermost, or vector stores
+    # into it become scatters
+    _try(sch.transform_layout, anchor, ("write", 0),
+         lambda vb, vc, vi, vj: (vb, vc // bn, vi, vj, vc % bn))
+    sch.reverse_compute_at(wb, co)
+    _epilogue_into(sch, func, wb)
+    _try(sch.unroll, ji)
+    _try(sch.vectorize, ci)
+    init = sch.decompose_reduction(anchor, rco)
+    init_loops = sch.get_loops(init)
+    if init_loops:
+        _try(sch.vectorize, init_loops[-1])
+    outer = sch.fuse(b, i, co)
+    work = _extent(sch, outer) * ow * bn * ic * _extent(sch, rh) * _extent(sch, rw)
+    if work >= PARALLEL_MIN_WORK:
+        _try(sch.parallel, outer)
+    pad = _find(sch, "pad_")
+    if pad is not None:
+        _parallel_rows(sch, pad)
+    return True
+
+
+def _parallel_rows(sch, block) -> None:
+    """Parallel over the leading loops of a copy-like block, rows left to LLVM."""
+    loops = sch.get_loops(block)
+    if len(loops) >= 3:
+        outer = sch.fuse(*loops[:-1])
+        if _extent(sch, outer) * _extent(sch, loops[-1]) >= PARALLEL_MIN_WORK:
+            _try(sch.parallel, outer)
+
+
+def schedule_window(sch, func, info: ScheduleInfo, prefix: str) -> bool:
+    """Depthwise conv and pooling: vectors along the output row."""
+    anchor = _find(sch, prefix)
+    if anchor is None:
+        return False
+    loops = sch.get_loops(anchor)
+    b, c, i, j = loops[:4]
+    red = loops[4:]
+    ow = _extent(sch, j)
+    vw = _pick(ow, (info.lanes, 8, 14, 7, 4, 2))
+    jo, ji = sch.split(j, [None, vw])
+    sch.reorder(b, c, i, jo, *red, ji)
+    wb = sch.cache_write(anchor, 0, "local")
+    sch.reverse_compute_at(wb, jo)
+    _epilogue_into(sch, func, wb)
+    _try(sch.vectorize, ji)
+    init = sch.decompose_reduction(anchor, red[0])
+    for blk in (init, wb):
+        bl = sch.get_loops(blk)
+        if len(bl) > 4:
+            _try(sch.vectorize, bl[-1])
+    outer = sch.fuse(b, c, i)
+    if _extent(sch, outer) * ow >= PARALLEL_MIN_WORK // 8:
+        _try(sch.parallel, outer)
+    pad = _find(sch, "pad_")
+    if pad is not None:
+        _parallel_rows(sch, pad)
+    return True
+
+
+def schedule_rows(sch, func, info: ScheduleInfo) -> bool:
+    """Reductions and softmax: one task per group of rows, reductions computed per row."""
+    outs = _output_buffers(sch.mod['main'])
+    out_blocks = [b for b in _blocks(sch) if _writes_output(sch, b, outs)]
+    if len(out_blocks) != 1:
+        return False
+    out = out_blocks[0]
+    if _is_reduction(sch, out):
+        spatial = [lp for lp, iv in zip(sch.get_loops(out), sch.get(out).iter_vars)
+                   if int(iv.iter_type) == 0]
+        if len(spatial) > 1:
+            spatial = [sch.fuse(*spatial)]
+        if spatial and _extent(sch, spatial[0]) > 1:
+            _try(sch.parallel, spatial[0])
+        return True
+    loops = sch.get_loops(out)
+    if len(loops) < 2:
+        return False
+    outer = sch.fuse(*loops[:-1])
+    others = [b for b in _blocks(sch) if not sch.get(b).same_as(sch.get(out))]
+    for p in reversed(others):  # consumers first, so each producer lands under `outer`
+        _try(sch.compute_at, p, outer)
+    _try(sch.vectorize, sch.get_loops(out)[-1])
+    total = _extent(sch, outer) * _extent(sch, sch.get_loops(out)[-1])
+    if total >= PARALLEL_MIN_WORK // 4 and _extent(sch, outer) > 1:
+        _try(sch.parallel, outer)
+    return True
+
+
+KEEP = {"conv2d": ("pad_",), "depthwise": ("pad_",), "pool": ("pad_",)}
+
+
+def schedule(func, info: ScheduleInfo):
+    """Schedule one group's PrimFunc; returns the scheduled PrimFunc."""
+    sch = s_tir.Schedule(func)
+    inline_all(sch, func, KEEP.get(info.kind, ()))
+    done = False
+    if info.kind == "dense":
+        done = bool(_try(schedule_dense, sch, func, info))
+    elif info.kind == "conv2d":
+        done = bool(_try(schedule_conv2d, sch, func, info))
+    elif info.kind == "depthwise":
+        done = bool(_try(schedule_window, sch, func, info, "anchor_depthwise"))
+    elif info.kind == "pool":
+        done = bool(_try(schedule_window, sch, func, info, "anchor_pool"))
+    elif info.kind in ("reduce", "softmax"):
+        done = bool(_try(schedule_rows, sch, func, info))
+    if not done:  # elementwise / injective, and the fallback of every template
+        outs = _output_buffers(sch.mod['main'])
+        for b in _blocks(sch):
+            if _writes_output(sch, b, outs) and not _is_reduction(sch, b):
+                _try(_parallel_vectorize, sch, b, info.lanes, info.kind == "elemwise")
+            elif _is_reduction(sch, b):
+                spatial = [lp for lp, iv in zip(sch.get_loops(b), sch.get(b).iter_vars)
+                           if int(iv.iter_type) == 0]
+                if spatial and _extent(sch, spatial[0]) > 1:
+                    _try(sch.parallel, spatial[0])
+    return sch.mod["main"]

@@ -1,0 +1,228 @@
+/* NNVM LLVM backend: a tiny thread pool linked into every exported lib.so.
+ *
+ * TVM-generated code reaches its runtime through context pointers
+ * (__TVMBackendParallelLaunch, __TVMBackendAllocWorkspace, __TVMBackendFreeWorkspace) that
+ * libtvm_runtime fills when it loads a library. A deployment without apache-tvm loads the
+ * library with tvm_ffi alone, which fills none of them, so parallel kernels would jump to
+ * NULL. This file gives the library its own implementation; the packed function
+ * `nnvm_runtime_config(num_threads)` installs it and sizes the pool, in either environment,
+ * so a model behaves the same with or without apache-tvm installed.
+ *
+ * Workers spin briefly on a generation counter (kernel launches come back-to-back) and then
+ * sleep on a condition variable; the calling thread runs task 0 itself.
+ */
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <tvm/ffi/c_api.h>
+
+typedef struct { void* sync_handle; int32_t num_task; } NNVMParallelEnv;
+typedef int (*NNVMParallelLambda)(int task_id, NNVMParallelEnv* penv, void* cdata);
+
+extern void* __TVMBackendParallelLaunch __attribute__((weak));
+extern void* __TVMBackendAllocWorkspace __attribute__((weak));
+extern void* __TVMBackendFreeWorkspace __attribute__((weak));
+
+#define NNVM_MAX_THREADS 256
+#define NNVM_SPIN 20000
+
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
+static pthread_mutex_t g_launch_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_t g_workers[NNVM_MAX_THREADS];
+static int g_num_threads = 1;     /* including the calling thread */
+static int g_num_workers = 0;
+static volatile int g_stop = 0;
+static uint64_t g_gen = 0;        /* bumped once per launch */
+static uint64_t g_start_gen = 0;
+static int g_sleepers = 0;
+static int g_pending = 0;
+static int g_failed = 0;
+static NNVMParallelLambda g_fn;
+static void* g_cdata;
+static NNVMParallelEnv g_env;
+static __thread int t_in_pool = 0;
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+static void run_tasks(int first) {
+  int n = g_env.num_task;
+  for (int t = first; t < n; t += g_num_threads) {
+    if (g_fn(t, &g_env, g_cdata) != 0) __atomic_store_n(&g_failed, 1, __ATOMIC_RELAXED);
+  }
+}
+
+static void* worker_main(void* arg) {
+  int id = (int)(intptr_t)arg;
+  uint64_t seen = g_start_gen;  /* a launch may bump g_gen before this thread first runs */
+  t_in_pool = 1;
+  for (;;) {
+    int spins = 0;
+    while (__atomic_load_n(&g_gen, __ATOMIC_ACQUIRE) == seen && !g_stop) {
+      if (++spins < NNVM_SPIN) { cpu_relax(); continue; }
+      pthread_mutex_lock(&g_mu);
+      __atomic_add_fetch(&g_sleepers, 1, __ATOMIC_SEQ_CST);
+      while (__atomic_load_n(&g_gen, __ATOMIC_SEQ_CST) == seen && !g_stop)
+        pthread_cond_wait(&g_cv, &g_mu);
+      __atomic_sub_fetch(&g_sleepers, 1, __ATOMIC_SEQ_CST);
+      pthread_mutex_unlock(&g_mu);
+    }
+    if (g_stop) return NULL;
+    seen = __atomic_load_n(&g_gen, __ATOMIC_ACQUIRE);
+    run_tasks(id);
+    __atomic_sub_fetch(&g_pending, 1, __ATOMIC_ACQ_REL);
+  }
+}
+
+static void stop_workers(void) {
+  pthread_mutex_lock(&g_mu);
+  g_stop = 1;
+  pthread_cond_broadcast(&g_cv);
+  pthread_mutex_unlock(&g_mu);
+  for (int i = 0; i < g_num_workers; ++i) pthread_join(g_workers[i], NULL);
+  g_num_workers = 0;
+  g_stop = 0;
+}
+
+static void start_workers(int num_threads) {
+  g_num_threads = num_threads;
+  g_start_gen = __atomic_load_n(&g_gen, __ATOMIC_ACQUIRE);
+  for (int i = 1; i < num_threads; ++i) {
+    if (pthread_create(&g_workers[i - 1], NULL, worker_main, (void*)(intptr_t)i) != 0) {
+      g_num_threads = i;
+      break;
+    }
+    g_num_workers = i;
+  }
+}
+
+static int nnvm_parallel_launch(NNVMParallelLambda fn, void* cdata, int num_task) {
+  NNVMParallelEnv env = {NULL, num_task > 0 ? num_task : g_num_threads};
+  if (t_in_pool || g_num_threads <= 1 || env.num_task == 1 ||
+      pthread_mutex_trylock(&g_launch_mu) != 0) {
+    for (int t = 0; t < env.num_task; ++t)  /* nested or concurrent launch: run inline */
+      if (fn(t, &env, cdata) != 0) return -1;
+    return 0;
+  }
+  g_fn = fn; g_cdata = cdata; g_env = env; g_failed = 0;
+  __atomic_store_n(&g_pending, g_num_workers, __ATOMIC_RELEASE);
+  __atomic_add_fetch(&g_gen, 1, __ATOMIC_SEQ_CST);
+  if (__atomic_load_n(&g_sleepers, __ATOMIC_SEQ_CST) > 0) {
+    pthread_mutex_lock(&g_mu);
+    pthread_cond_broadcast(&g_cv);
+    pthread_mutex_unlock(&g_mu);
+  }
+  t_in_pool = 1;
+  run_tasks(0);
+  t_in_pool = 0;
+  for (int spins = 0; __atomic_load_n(&g_pending, __ATOMIC_ACQUIRE) > 0; ++spins) {
+    if (spins < 2000) cpu_relax(); else sched_yield();  /* a busy machine: give way */
+  }
+  int failed = g_failed;
+  pthread_mutex_unlock(&g_launch_mu);
+  return failed ? -1 : 0;
+}
+
+/* Workspace (a kernel's materialised intermediates, e.g. conv padding): freed blocks are
+ * kept for the next call. Plain malloc/free would mmap and unmap large blocks on every
+ * kernel call, and the page faults cost more than the kernel. */
+#define NNVM_WS_SLOTS 64
+typedef struct { void* ptr; uint64_t size; } NNVMBlock;
+static NNVMBlock g_ws_free[NNVM_WS_SLOTS];
+static int g_ws_count = 0;
+static uint64_t g_ws_sizes_ptr[NNVM_WS_SLOTS * 4][2];
+static pthread_mutex_t g_ws_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void ws_remember(void* ptr, uint64_t size) {
+  for (int i = 0; i < NNVM_WS_SLOTS * 4; ++i) {
+    if (g_ws_sizes_ptr[i][0] == 0) {
+      g_ws_sizes_ptr[i][0] = (uint64_t)(uintptr_t)ptr;
+      g_ws_sizes_ptr[i][1] = size;
+      return;
+    }
+  }
+}
+
+static uint64_t ws_forget(void* ptr) {
+  for (int i = 0; i < NNVM_WS_SLOTS * 4; ++i) {
+    if (g_ws_sizes_ptr[i][0] == (uint64_t)(uintptr_t)ptr) {
+      g_ws_sizes_ptr[i][0] = 0;
+      return g_ws_sizes_ptr[i][1];
+    }
+  }
+  return 0;
+}
+
+static void* nnvm_alloc_workspace(int device_type, int device_id, uint64_t nbytes,
+                                  int dtype_code, int dtype_bits) {
+  void* ptr = NULL;
+  (void)device_type; (void)device_id; (void)dtype_code; (void)dtype_bits;
+  if (nbytes == 0) nbytes = 64;
+  pthread_mutex_lock(&g_ws_mu);
+  for (int i = 0; i < g_ws_count; ++i) {
+    if (g_ws_free[i].size >= nbytes && g_ws_free[i].size <= 2 * nbytes) {
+      ptr = g_ws_free[i].ptr;
+      ws_remember(ptr, g_ws_free[i].size);
+      g_ws_free[i] = g_ws_free[--g_ws_count];
+      pthread_mutex_unlock(&g_ws_mu);
+      return ptr;
+    }
+  }
+  if (posix_memalign(&ptr, 64, nbytes) != 0) ptr = NULL;
+  if (ptr) ws_remember(ptr, nbytes);
+  pthread_mutex_unlock(&g_ws_mu);
+  return ptr;
+}
+
+static int nnvm_free_workspace(int device_type, int device_id, void* ptr) {
+  (void)device_type; (void)device_id;
+  pthread_mutex_lock(&g_ws_mu);
+  uint64_t size = ws_forget(ptr);
+  if (size > 0 && g_ws_count < NNVM_WS_SLOTS) {
+    g_ws_free[g_ws_count].ptr = ptr;
+    g_ws_free[g_ws_count].size = size;
+    ++g_ws_count;
+    ptr = NULL;
+  }
+  pthread_mutex_unlock(&g_ws_mu);
+  free(ptr);
+  return 0;
+}
+
+static int default_threads(void) {
+  const char* env = getenv("TVM_NUM_THREADS");
+  if (!env || !*env) env = getenv("OMP_NUM_THREADS");
+  int n = env && *env ? atoi(env) : (int)sysconf(_SC_NPROCESSORS_ONLN);
+  return n < 1 ? 1 : (n > NNVM_MAX_THREADS ? NNVM_MAX_THREADS : n);
+}
+
+/* Packed function: nnvm_runtime_config(num_threads: int) -> int (threads in use).
+ * 0 or less picks TVM_NUM_THREADS, then OMP_NUM_THREADS, then the online CPU count. */
+int __tvm_ffi_nnvm_runtime_config(void* self, const TVMFFIAny* args, int32_t num_args,
+                                  TVMFFIAny* result) {
+  (void)self;
+  int want = 0;
+  if (num_args > 0 && args[0].type_index == kTVMFFIInt) want = (int)args[0].v_int64;
+  if (want <= 0) want = default_threads();
+  if (want > NNVM_MAX_THREADS) want = NNVM_MAX_THREADS;
+  if (&__TVMBackendParallelLaunch) __TVMBackendParallelLaunch = (void*)nnvm_parallel_launch;
+  if (&__TVMBackendAllocWorkspace) __TVMBackendAllocWorkspace = (void*)nnvm_alloc_workspace;
+  if (&__TVMBackendFreeWorkspace) __TVMBackendFreeWorkspace = (void*)nnvm_free_workspace;
+  pthread_mutex_lock(&g_launch_mu);
+  if (want != g_num_threads) {
+    stop_workers();
+    start_workers(want);
+  }
+  pthread_mutex_unlock(&g_launch_mu);
+  result->type_index = kTVMFFIInt;
+  result->zero_padding = 0;
+  result->v_int64 = g_num_threads;
+  return 0;
+}

@@ -1,0 +1,50 @@
+"""Weight layouts the kernels read: dense panels and blocked conv2d filters.
+
+The compiler decides a layout per weight at build time and records it in the executor plan;
+the runtime repacks with NumPy when the module is created or a weight is rebound. The
+artifact therefore stores weights in their model layout, so ``params.bin`` stays what any
+NNVM tool expects, and the packed copy costs one transpose at load time.
+
+Layouts:
+    ``dense``: weight ``(N, K)`` -> ``(N / bn, K, bn)``: the kernel streams one contiguous
+        ``bn``-wide panel per output tile (TVM's ``dense_pack``, MLAS's packed B).
+    ``conv2d``: weight ``(OC, IC, KH, KW)`` -> ``(OC / bn, IC, KH, KW, bn)``: the output
+        channel block is the vector lane (TVM's ``conv2d_NCHWc`` kernel layout ``OIHW{bn}o``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from nnvm.errors import NNVMError, format_error
+
+
+def pack_dense(weight: np.ndarray, bn: int) -> np.ndarray:
+    n, k = weight.shape
+    return np.ascontiguousarray(weight.reshape(n // bn, bn, k).transpose(0, 2, 1))
+
+
+def pack_conv2d(weight: np.ndarray, bn: int) -> np.ndarray:
+    oc, ic, kh, kw = weight.shape
+    return np.ascontiguousarray(weight.reshape(oc // bn, bn, ic, kh, kw).transpose(0, 2, 3, 4, 1))
+
+
+PACKERS = {"dense": pack_dense, "conv2d": pack_conv2d}
+
+
+def pack(layout: str, weight: np.ndarray, block: int) -> np.ndarray:
+    """Repack ``weight`` into ``layout`` with block size ``block``."""
+    if layout not in PACKERS:
+        raise NNVMError(format_error("llvm executor plan", f"unknown weight layout '{layout}'",
+                                     sorted(PACKERS), layout,
+                                     fix="Rebuild the model with this nnvm-backend-llvm"))
+    return PACKERS[layout](np.asarray(weight), int(block))
+
+
+def packed_shape(layout: str, shape: tuple, block: int) -> tuple:
+    """Shape of ``pack(layout, w, block)`` for a weight of ``shape`` (used by the compiler)."""
+    if layout == "dense":
+        n, k = shape
+        return (n // block, k, block)
+    oc, ic, kh, kw = shape
+    return (oc // block, ic, kh, kw, block)
