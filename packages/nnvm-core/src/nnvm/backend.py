@@ -30,7 +30,9 @@ class Backend(Protocol):
     options: dict[str, str]
 
     def is_available(self) -> str | None:
-        """None when usable here, otherwise the reason (and the command that fixes it)."""
+        """None when usable here (artifacts load and run), otherwise the reason and the
+        command that fixes it. A backend that can run but not compile here may add an
+        optional ``compiler_available() -> str | None`` (see ``build_reason``)."""
 
     def build(self, graph, params: dict, target: "Target", config: "BuildConfig") -> Any:
         """Lower an optimised, shape-inferred graph to a runtime module."""
@@ -141,5 +143,17 @@ def best_target() -> str:
     """The available target with the highest priority (``reference`` always qualifies)."""
     from . import plugin_manager as plugins
 
-    ok = [b for b in plugins.backends().values() if b.is_available() is None]
+    ok = [b for b in plugins.backends().values()
+          if b.is_available() is None and build_reason(b) is None]
     return max(ok, key=lambda b: b.priority).name
+
+
+def build_reason(backend) -> str | None:
+    """Why ``backend`` cannot *compile* here (None if it can).
+
+    A backend whose runtime needs less than its compiler (llvm: loading needs only
+    apache-tvm-ffi, building needs apache-tvm) reports its compiler separately through an
+    optional ``compiler_available()`` method; otherwise ``is_available()`` covers both.
+    """
+    f = getattr(backend, "compiler_available", None)
+    return f() if f is not None else backend.is_available()
