@@ -415,6 +415,8 @@ register_op("_conv2d_backward_weight", doc="Gradient of conv2d with respect to i
             inputs=("out_grad", "data"), params=_conv_params(with_bias=False),
             shape=_bwd_weight_shape, dtype=_float_dtype,
             reference=_conv2d_backward_weight_ref, gradient=_bwd_weight_grad, pattern=OPAQUE,
+            FCorrectLayout=lambda attrs, ins, outs: ([attrs["layout"]] * 2,
+                                                     [attrs["kernel_layout"]]),
             TIsBackward=True, support_level=10)
 
 
