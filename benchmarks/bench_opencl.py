@@ -1,105 +1,216 @@
 """Latency of the opencl target (PoCL on CPU here) against onnxruntime and the llvm target.
 
-Reuses the models of bench_llvm.py (each built from the same weights as an ONNX graph for
-onnxruntime and as an nnvm symbol), plus the nets of ``nnvm.testing.models`` against the
-llvm target. PoCL runs on every core, so onnxruntime gets the same thread count. Prints
-median latencies, ratios, compile time (cold when the kernel caches are empty), max error
-and peak RSS.
+Issue 6's model families, each built twice from the same weights: as an ONNX graph
+(onnx.helper) for onnxruntime and as an nnvm symbol: ``mlp`` (4 x dense 1024 + tanh, batch
+64), ``conv`` (4 residual conv3x3 blocks, 32 channels, 56x56) and ``cnn`` (a small image
+classifier: conv-relu-pool x2, depthwise conv, global pool, dense, softmax). ``--zoo bert``
+adds export-style ONNX models of ``benchmarks/onnx_zoo.py`` (the transformer encoder)
+through ``nnvm.frontend.from_onnx``. The runtimes are timed in alternating blocks of calls
+(the median of each), so a noisy machine slows them alike. PoCL runs on every core, so
+onnxruntime and llvm get the same thread count. Prints median latencies, ratios, compile
+time (cold when the kernel caches are empty), max error and peak RSS.
 
-    python benchmarks/bench_opencl.py [--repeat 30] [--models mlp,conv,cnn] [--threads 2]
+    python benchmarks/bench_opencl.py [--repeat 30] [--models mlp,conv,cnn] [--zoo bert]
+                                      [--threads 2] [--no-llvm]
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
-import pathlib
 import resource
+import sys
 import time
 
 import numpy as np
+import onnx
 import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
 
 import nnvm
-from nnvm.testing.models import MODELS as NETS
-
-_spec = importlib.util.spec_from_file_location(
-    "bench_llvm", pathlib.Path(__file__).with_name("bench_llvm.py"))
-bench_llvm = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bench_llvm)
+import nnvm.symbol as sym
 
 
-def _median(fn, repeat, warmup=3):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
+def _init(name, arr):
+    return numpy_helper.from_array(arr.astype(np.float32), name)
 
 
-def _llvm(net, shapes, params, level):
+def model_mlp(rng, batch=64, width=1024, layers=4):
+    """Dense + tanh layers: ORT Gemm(transB) vs nnvm dense."""
+    x = sym.Variable("x")
+    y, nodes, inits, params, prev = x, [], [], {}, "x"
+    for i in range(layers):
+        w = (rng.standard_normal((width, width)) / np.sqrt(width)).astype(np.float32)
+        b = rng.standard_normal(width).astype(np.float32) * 0.1
+        params[f"fc{i}_weight"], params[f"fc{i}_bias"] = w, b
+        y = sym.tanh(sym.dense(y, units=width, name=f"fc{i}"))
+        inits += [_init(f"w{i}", w), _init(f"b{i}", b)]
+        nodes += [helper.make_node("Gemm", [prev, f"w{i}", f"b{i}"], [f"g{i}"], transB=1),
+                  helper.make_node("Tanh", [f"g{i}"], [f"t{i}"])]
+        prev = f"t{i}"
+    shape = (batch, width)
+    return y, params, _onnx(nodes, inits, shape, (batch, width), prev), shape
+
+
+def model_conv(rng, channels=32, size=56, blocks=4):
+    """Residual blocks: conv3x3 + bias + relu + add (fused into one kernel by FuseOps)."""
+    x = sym.Variable("x")
+    y, nodes, inits, params, prev = x, [], [], {}, "x"
+    for i in range(blocks):
+        w = (rng.standard_normal((channels, channels, 3, 3)) / np.sqrt(9 * channels)
+             ).astype(np.float32)
+        b = rng.standard_normal(channels).astype(np.float32) * 0.1
+        params[f"c{i}_weight"], params[f"c{i}_bias"] = w, b
+        y = sym.relu(sym.conv2d(y, channels=channels, kernel_size=(3, 3), padding=(1, 1),
+                                name=f"c{i}")) + y
+        inits += [_init(f"w{i}", w), _init(f"b{i}", b)]
+        nodes += [helper.make_node("Conv", [prev, f"w{i}", f"b{i}"], [f"c{i}"],
+                                   kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+                  helper.make_node("Relu", [f"c{i}"], [f"r{i}"]),
+                  helper.make_node("Add", [f"r{i}", prev], [f"a{i}"])]
+        prev = f"a{i}"
+    shape = (1, channels, size, size)
+    return y, params, _onnx(nodes, inits, shape, shape, prev), shape
+
+
+def model_cnn(rng):
+    """A small image classifier: conv-relu-pool x2, depthwise, global pool, dense, softmax."""
+    x = sym.Variable("x")
+    y, nodes, inits, params, prev = x, [], [], {}, "x"
+    for name, cin, cout in [("c0", 3, 32), ("c1", 32, 64)]:
+        w = (rng.standard_normal((cout, cin, 3, 3)) / np.sqrt(9 * cin)).astype(np.float32)
+        b = rng.standard_normal(cout).astype(np.float32) * 0.1
+        params[f"{name}_weight"], params[f"{name}_bias"] = w, b
+        y = sym.max_pool2d(sym.relu(sym.conv2d(y, channels=cout, kernel_size=(3, 3),
+                                               padding=(1, 1), name=name)),
+                           pool_size=(2, 2), strides=(2, 2))
+        inits += [_init(f"{name}w", w), _init(f"{name}b", b)]
+        nodes += [helper.make_node("Conv", [prev, f"{name}w", f"{name}b"], [f"{name}o"],
+                                   kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+                  helper.make_node("Relu", [f"{name}o"], [f"{name}r"]),
+                  helper.make_node("MaxPool", [f"{name}r"], [f"{name}p"], kernel_shape=[2, 2],
+                                   strides=[2, 2])]
+        prev = f"{name}p"
+    wd = (rng.standard_normal((64, 1, 3, 3)) / 3).astype(np.float32)
+    params["dw_weight"] = wd
+    y = sym.relu(sym.conv2d(y, channels=64, kernel_size=(3, 3), padding=(1, 1), groups=64,
+                            use_bias=False, name="dw"))
+    inits.append(_init("dww", wd))
+    nodes += [helper.make_node("Conv", [prev, "dww"], ["dwo"], kernel_shape=[3, 3],
+                               pads=[1, 1, 1, 1], group=64),
+              helper.make_node("Relu", ["dwo"], ["dwr"]),
+              helper.make_node("GlobalAveragePool", ["dwr"], ["gp"]),
+              helper.make_node("Flatten", ["gp"], ["fl"])]
+    wf = (rng.standard_normal((10, 64)) / 8).astype(np.float32)
+    bf = rng.standard_normal(10).astype(np.float32)
+    params["fc_weight"], params["fc_bias"] = wf, bf
+    y = sym.softmax(sym.dense(sym.flatten(sym.global_avg_pool2d(y)), units=10, name="fc"))
+    inits += [_init("fcw", wf), _init("fcb", bf)]
+    nodes += [helper.make_node("Gemm", ["fl", "fcw", "fcb"], ["fco"], transB=1),
+              helper.make_node("Softmax", ["fco"], ["out"], axis=-1)]
+    shape = (1, 3, 64, 64)
+    return y, params, _onnx(nodes, inits, shape, (1, 10), "out"), shape
+
+
+def _onnx(nodes, inits, in_shape, out_shape, out_name):
+    graph = helper.make_graph(
+        nodes, "bench", [helper.make_tensor_value_info("x", TensorProto.FLOAT, in_shape)],
+        [helper.make_tensor_value_info(out_name, TensorProto.FLOAT, out_shape)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model.SerializeToString()
+
+
+MODELS = {"mlp": model_mlp, "conv": model_conv, "cnn": model_cnn}
+
+
+def _interleaved(fns, repeat: int, block: int = 5) -> list[float]:
+    """Median seconds of each function, timed in alternating blocks of ``block`` calls (the
+    first call of a block is not counted): alternation spreads machine noise over all of
+    them, and blocks keep one runtime's spinning worker threads (onnxruntime and the llvm
+    thread pool spin for a while after a call) from stealing the cores of the next."""
+    times = [[] for _ in fns]
+    while min(len(t) for t in times) < repeat:
+        for f, acc in zip(fns, times):
+            f()
+            for _ in range(block):
+                t0 = time.perf_counter()
+                f()
+                acc.append(time.perf_counter() - t0)
+    return [float(np.median(t)) for t in times]
+
+
+def _llvm_reason() -> str | None:
     try:
-        reason = nnvm.backend.get_backend("llvm", require_available=False).is_available()
+        return nnvm.backend.get_backend("llvm", require_available=False).is_available()
     except nnvm.errors.NNVMError as exc:
-        reason = str(exc)
-    if reason is not None:
-        return None, reason
-    lib = nnvm.compiler.build(net, target="llvm", shape=shapes, params=params, opt_level=level)
+        return str(exc)
+
+
+def _build(graph, target, feed, params, level, threads):
+    names = set(graph.index.input_names) if hasattr(graph, "index") else set(feed)
+    lib = nnvm.compiler.build(graph, target=target, params=params, opt_level=level,
+                              shape={k: v.shape for k, v in feed.items() if k in names},
+                              dtype={k: v.dtype.name for k, v in feed.items() if k in names})
     if hasattr(lib, "set_num_threads"):
-        lib.set_num_threads(os.cpu_count() or 1)
-    return lib, None
+        lib.set_num_threads(threads)
+    return lib
+
+
+def _cases(args, rng):
+    for name in [m for m in args.models.split(",") if m]:
+        y, params, onnx_bytes, shape = MODELS[name](rng)
+        yield name, y, params, onnx_bytes, {"x": rng.standard_normal(shape).astype(np.float32)}
+    if args.zoo:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from onnx_zoo import MODELS as ZOO
+
+        for name in args.zoo.split(","):
+            model, feed = ZOO[name](rng)
+            graph, params = nnvm.frontend.from_onnx(
+                model, shape={k: v.shape for k, v in feed.items()})
+            yield name, graph, params, model.SerializeToString(), feed
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=30)
-    ap.add_argument("--models", default=",".join(bench_llvm.MODELS))
-    ap.add_argument("--nets", default=",".join(NETS))
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--zoo", default="", help="onnx_zoo models, e.g. bert")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--opt-level", type=int, default=3)
+    ap.add_argument("--no-llvm", action="store_true")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
-    print(f"{'model':<10} {'opencl ms':>10} {'ort ms':>9} {'ocl/ort':>8} {'llvm ms':>9} "
+    why = "skipped" if args.no_llvm else _llvm_reason()
+    print(f"load average {os.getloadavg()[0]:.2f}; threads {args.threads}")
+    print(f"{'model':<8} {'opencl ms':>10} {'ort ms':>9} {'ocl/ort':>8} {'llvm ms':>9} "
           f"{'ocl/llvm':>8} {'compile s':>9} {'max err':>9}")
-    for name in [m for m in args.models.split(",") if m]:
-        y, params, onnx_bytes, shape = bench_llvm.MODELS[name](rng)
-        x = rng.standard_normal(shape).astype(np.float32)
+    for name, graph, params, onnx_bytes, feed in _cases(args, rng):
         t0 = time.perf_counter()
-        lib = nnvm.compiler.build(y, target="opencl", shape={"x": shape}, params=params,
-                                  opt_level=args.opt_level)
-        lib.run(x=x)
+        lib = _build(graph, "opencl", feed, params, args.opt_level, args.threads)
+        ins = {k: v for k, v in feed.items() if k in lib.input_names}
+        lib.run(**ins)
         compile_s = time.perf_counter() - t0
         so = ort.SessionOptions()
         so.intra_op_num_threads = args.threads
         so.inter_op_num_threads = 1
         sess = ort.InferenceSession(onnx_bytes, so, providers=["CPUExecutionProvider"])
-        err = float(np.abs(lib.run(x=x)[0] - sess.run(None, {"x": x})[0]).max())
-        t_ocl = _median(lambda: lib.run(x=x), args.repeat)
-        t_ort = _median(lambda: sess.run(None, {"x": x}), args.repeat)
-        llvm, why = _llvm(y, {"x": shape}, params, args.opt_level)
-        t_llvm = _median(lambda: llvm.run(x=x), args.repeat) if llvm is not None else None
-        print(f"{name:<10} {t_ocl * 1e3:>10.3f} {t_ort * 1e3:>9.3f} {t_ocl / t_ort:>8.2f} "
-              + (f"{t_llvm * 1e3:>9.3f} {t_ocl / t_llvm:>8.2f}" if t_llvm else
-                 f"{'n/a':>9} {'n/a':>8}") + f" {compile_s:>9.2f} {err:>9.1e}")
+        err = float(np.abs(lib.run(**ins)[0] - sess.run(None, feed)[0]).max())
+        fns = [lambda: lib.run(**ins), lambda: sess.run(None, feed)]
+        if why is None:
+            llvm = _build(graph, "llvm", feed, params, args.opt_level, args.threads)
+            fns.append(lambda: llvm.run(**ins))
+        t = _interleaved(fns, args.repeat)
+        llvm_cols = (f"{t[2] * 1e3:>9.3f} {t[0] / t[2]:>8.2f}" if len(t) > 2 else
+                     f"{'n/a':>9} {'n/a':>8}")
+        print(f"{name:<8} {t[0] * 1e3:>10.3f} {t[1] * 1e3:>9.3f} {t[0] / t[1]:>8.2f} "
+              f"{llvm_cols} {compile_s:>9.2f} {err:>9.1e}", flush=True)
         s = lib.stats()
-        print(f"{'':<10} kernels={s['num_kernels']} fallbacks={s['num_fallback_ops']} "
+        print(f"{'':<8} kernels={s['num_kernels']} fallbacks={s['num_fallback_ops']} "
               f"arena={s['arena_bytes']} activation_bytes={s['activation_bytes']} "
               f"(naive {s['activation_bytes_naive']})" + (f" llvm: {why}" if why else ""))
-    for name in [m for m in args.nets.split(",") if m]:
-        net, params, shapes = NETS[name]()
-        feed = {k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()}
-        lib = nnvm.compiler.build(net, target="opencl", shape=shapes, params=params,
-                                  opt_level=args.opt_level)
-        t_ocl = _median(lambda: lib.run(**feed), args.repeat)
-        llvm, why = _llvm(net, shapes, params, args.opt_level)
-        t_llvm = _median(lambda: llvm.run(**feed), args.repeat) if llvm is not None else None
-        print(f"{name:<10} {t_ocl * 1e3:>10.3f} {'-':>9} {'-':>8} " +
-              (f"{t_llvm * 1e3:>9.3f} {t_ocl / t_llvm:>8.2f}" if t_llvm else
-               f"{'n/a':>9} {'n/a':>8}") + f"   kernels={lib.stats()['num_kernels']}")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak RSS {peak:.0f} MiB")
 

@@ -4,7 +4,9 @@ The forward cases of tests/core/test_ops_{elemwise,nn,reduce,transform}.py (``CA
 built into ONE graph (each case a disjoint subgraph with its own inputs) and compiled once at
 opt_level 0 (no fusion, no constant folding: every op meets its own kernel), so PoCL compiles
 one program for the whole suite. Each case is then checked as its own test. Ops without an
-OpenCL rule run through the host fallback, and the test says so in its report.
+OpenCL rule run through the host fallback, and the test says so in its report. On a CPU
+device the GEMM/conv cases run the CPU kernel variants; a second, small program builds them
+with ``-kernels=portable`` so the tiled (GPU) templates stay tested too.
 """
 
 import importlib.util
@@ -61,10 +63,16 @@ def _case_graph(i, case):
     return [NodeEntry(node, k, 0) for k in range(visible)], dict(zip(names, arrays))
 
 
-@pytest.fixture(scope="module")
-def suite():
+#: ops with a CPU kernel variant: on PoCL (a CPU device) the main suite runs those variants,
+#: so these cases are also built with ``-kernels=portable`` to keep the local-memory tiled
+#: (GPU) templates tested on the same device.
+HEAVY = ("dense", "matmul", "conv2d")
+HEAVY_CASES = [(cid, c) for cid, c in CASES if c.op in HEAVY]
+
+
+def _build_suite(cases, target):
     heads, feed, spans = [], {}, {}
-    for i, (cid, case) in enumerate(CASES):
+    for i, (cid, case) in enumerate(cases):
         outs, arrays = _case_graph(i, case)
         spans[cid] = (len(heads), len(outs))
         heads += outs
@@ -77,13 +85,22 @@ def suite():
     ref_lib = nnvm.compiler.build(graph, target="reference", shape=shapes, dtype=dtypes,
                                   opt_level=0)
     ref = ref_lib.run(**{k: feed[k] for k in ref_lib.input_names})
-    lib = nnvm.compiler.build(graph, target="opencl", shape=shapes, dtype=dtypes, opt_level=0)
+    lib = nnvm.compiler.build(graph, target=target, shape=shapes, dtype=dtypes, opt_level=0)
     got = lib.run(**{k: feed[k] for k in lib.input_names})
     return spans, ref, got, lib.stats()
 
 
-@pytest.mark.parametrize("cid,case", CASES, ids=[c[0] for c in CASES])
-def test_op_case_matches_reference(suite, cid, case):
+@pytest.fixture(scope="module")
+def suite():
+    return _build_suite(CASES, "opencl")
+
+
+@pytest.fixture(scope="module")
+def portable_suite():
+    return _build_suite(HEAVY_CASES, "opencl -kernels=portable")
+
+
+def _check(suite, cid, case):
     spans, ref, got, _ = suite
     start, n = spans[cid]
     for k in range(start, start + n):
@@ -91,6 +108,16 @@ def test_op_case_matches_reference(suite, cid, case):
         assert got[k].dtype == ref[k].dtype, f"{cid} output {k - start}: dtype"
         np.testing.assert_allclose(got[k], ref[k], rtol=max(case.rtol, 1e-4), atol=1e-5,
                                    equal_nan=True, err_msg=f"{cid} output {k - start}")
+
+
+@pytest.mark.parametrize("cid,case", CASES, ids=[c[0] for c in CASES])
+def test_op_case_matches_reference(suite, cid, case):
+    _check(suite, cid, case)
+
+
+@pytest.mark.parametrize("cid,case", HEAVY_CASES, ids=[c[0] for c in HEAVY_CASES])
+def test_portable_gemm_conv_kernels_match_reference(portable_suite, cid, case):
+    _check(portable_suite, cid, case)
 
 
 def test_most_core_ops_run_as_kernels(suite):

@@ -1,6 +1,8 @@
 """Models on the ``opencl`` target (fused groups, arena memory plan) against the reference
 target, plus export/load, fallback accounting and the backend's error messages."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -112,6 +114,12 @@ def test_bad_target_option_lists_valid_ones():
         nnvm.compiler.build(sym.relu(x), target="opencl -bogus=1", shape={"x": (2,)})
 
 
+def test_bad_kernel_family_is_a_clear_error():
+    x = sym.Variable("x")
+    with pytest.raises(NNVMError, match="cpu or portable"):
+        nnvm.compiler.build(sym.relu(x), target="opencl -kernels=simd", shape={"x": (2,)})
+
+
 def test_no_matching_device_is_a_clear_error():
     x = sym.Variable("x")
     with pytest.raises(BackendUnavailableError, match="no matching device"):
@@ -122,3 +130,35 @@ def test_no_matching_device_is_a_clear_error():
 def test_plugin_reports_device():
     info = {p.name: p for p in nnvm.plugins()}["opencl"]
     assert info.available and "opencl" in info.summary.lower()
+
+
+def test_cpu_kernel_variants_on_ragged_shapes():
+    """Partial register blocks, K tails, strided/dilated/grouped convolutions and batched
+    matmuls (NN, NT, broadcast batch) in one program, against the reference target."""
+    rng = np.random.default_rng(3)
+    x, a, b, bt = (sym.Variable(n) for n in ("x", "a", "b", "bt"))
+    d = sym.dense(sym.Variable("v"), units=7, name="d")  # rows 5, units 7, K 13
+    c1 = sym.conv2d(x, channels=12, kernel_size=(3, 3), strides=(2, 2), padding=(1, 1),
+                    name="c1")  # 12 channels (partial block of 8), 9x10 -> 5x5 output
+    c2 = sym.conv2d(x, channels=12, kernel_size=(3, 3), dilation=(2, 2), padding=(2, 1),
+                    groups=2, name="c2")  # groups of 6 output channels, width 8
+    c3 = sym.conv2d(x, channels=6, kernel_size=(1, 5), padding=(0, 2), name="c3")
+    mm = sym.matmul(a, b)  # (2, 3, 5, 6) @ (5, 6, 8)... broadcast batch
+    mt = sym.matmul(a, bt, transpose_b=True)
+    net = sym.Group([d, sym.relu(c1), c2 * 2.0, c3, mm, mt])
+    shapes = {"v": (5, 13), "x": (2, 4, 9, 10), "a": (2, 3, 5, 6), "b": (3, 6, 8),
+              "bt": (1, 9, 6)}
+    params = {"d_weight": rng.standard_normal((7, 13)).astype("float32"),
+              "d_bias": rng.standard_normal(7).astype("float32"),
+              "c1_weight": rng.standard_normal((12, 4, 3, 3)).astype("float32"),
+              "c1_bias": rng.standard_normal(12).astype("float32"),
+              "c2_weight": rng.standard_normal((12, 2, 3, 3)).astype("float32"),
+              "c2_bias": rng.standard_normal(12).astype("float32"),
+              "c3_weight": rng.standard_normal((6, 4, 1, 5)).astype("float32"),
+              "c3_bias": rng.standard_normal(6).astype("float32")}
+    lib, _, _ = _check(net, params, shapes, rtol=1e-4, atol=1e-4)
+    assert lib.stats()["num_fallback_ops"] == 0
+    if "pthread" in lib.stats()["device"].lower() or "cpu" in lib.stats()["device"].lower():
+        kernels = re.split(r"(?=__kernel )", lib.source)
+        assert not any("barrier" in k for k in kernels), "CPU variants have no barriers"
+        assert sum(bool(re.search(r"float(4|8|16) ", k)) for k in kernels) == 6

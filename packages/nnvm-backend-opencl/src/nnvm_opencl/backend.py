@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 
+from nnvm.errors import NNVMError, format_error
+
 from . import device as devices
 
 #: ops always run on the host: graph plumbing and ops with host-side semantics.
@@ -20,7 +22,9 @@ class OpenCLBackend:
     description = "generated OpenCL C kernels through PyOpenCL (PoCL on CPU)"
     priority = 20
     options = {"platform": "platform name substring or index",
-               "device": "device name substring or index"}
+               "device": "device name substring or index",
+               "kernels": "cpu | portable: GEMM/conv kernel family (default: by device type; "
+                          "cpu = register-blocked vectors, portable = local-memory tiles)"}
 
     def is_available(self) -> str | None:
         return devices.unavailable_reason()
@@ -36,6 +40,15 @@ class OpenCLBackend:
         platform, device = target.get("platform"), target.get("device")
         _, dev = devices.select(platform, device)
         limits = devices.limits(dev)
+        family = target.get("kernels")
+        if family not in (None, "", "cpu", "portable"):
+            raise NNVMError(format_error(f"target '{target}'", f"option -kernels={family}",
+                                         "cpu or portable", family,
+                                         fix="Drop the option to choose by device type"))
+        if family == "portable":
+            limits["device_type"] = "portable"
+        elif family == "cpu":
+            limits["device_type"] = "cpu"
         unsupported = set(HOST_OPS)
         if not limits["fp64"]:
             unsupported |= {"__float64__"}

@@ -22,6 +22,9 @@ def devices() -> tuple:
     """Every (platform, device) pair found; empty when none (never raises)."""
     if pyopencl_reason() is not None:
         return ()
+    from .program import use_pocl_cache_dir
+
+    use_pocl_cache_dir()
     import pyopencl as cl
 
     try:
@@ -78,8 +81,16 @@ def select(platform: str | None = None, device: str | None = None):
 
 
 def limits(dev) -> dict:
-    """The device limits the kernel templates size their work-groups by."""
-    return {"max_work_group_size": int(dev.max_work_group_size),
+    """The device limits the kernel templates size their work-groups by, and the device
+    type: ``"cpu"`` selects the register-blocked vector kernels (nnvm.codegen.cpu_templates)
+    over the local-memory tiled ones, which are slow where work-groups are loops."""
+    import pyopencl as cl
+
+    kind = "cpu" if int(dev.type) & cl.device_type.CPU else (
+        "gpu" if int(dev.type) & cl.device_type.GPU else "accelerator")
+    return {"device_type": kind,
+            "preferred_vector_width_float": int(dev.preferred_vector_width_float),
+            "max_work_group_size": int(dev.max_work_group_size),
             "local_mem_size": int(dev.local_mem_size),
             "fp64": "cl_khr_fp64" in dev.extensions,
             "global_mem_size": int(dev.global_mem_size),

@@ -21,7 +21,7 @@ from nnvm.interpreter import _np_dtype
 from nnvm.runtime.module import Module
 
 from . import device as devices
-from .program import build_program, program_from_binary
+from .program import build_program, fetch_binary, program_from_binary
 
 PLAN_VERSION = 1
 
@@ -206,6 +206,11 @@ class OpenCLModule(Module):
                           "device": self.device.name.strip()}
         members = {"kernels.cl": self.source.encode("utf-8"),
                    "plan.json": json.dumps(plan, sort_keys=True).encode("utf-8")}
+        if self.binary is None:
+            try:
+                self.binary = fetch_binary(self.program)
+            except self._cl.Error:  # a driver without binaries: the source is in the artifact
+                self.binary = b""
         if self.binary:
             from .program import cache_key
 

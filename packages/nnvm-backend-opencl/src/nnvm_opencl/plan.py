@@ -3,8 +3,16 @@
 The plan is made per *step* (fused group), not per node: an output never shares storage with
 the inputs its own kernel reads, because a fused injective kernel (transpose, pad, gather)
 reads other positions than it writes, so NNVM's node-level in-place sharing (PlanMemory's
-``storage_id``) would be unsafe here. Storage is freed after the last step that reads it and
-reused best-fit by later steps (sizes rounded up to ``ALIGN`` bytes, which also aligns every
+``storage_id``) would be unsafe here. Why PlanMemory's ``storage_id`` is not used even when
+present: it plans *nodes*, and a fused group is one kernel. Take the group
+``x -> transpose -> relu`` (``x`` produced by an earlier group): PlanMemory releases ``x``'s
+buffer after its last reader, ``transpose``, and gives it to ``relu`` (in place on
+``transpose``'s output, or from the free list); the fused kernel then writes ``relu[i, j]``
+while other work-items still read ``x[j, i]`` from the same bytes -- a race. Node-level ids
+also allocate every intermediate entry of a group, which a fused kernel never materialises.
+Planning per step (a group's inputs all die after its kernel, never during it) keeps the
+correctness property and sizes only what kernels store. Storage is freed after the last
+step that reads it and reused best-fit by later steps (sizes rounded up to ``ALIGN`` bytes, which also aligns every
 tensor for vector loads). Graph inputs and params get their own slots.
 """
 

@@ -4,6 +4,13 @@ Cache directory: ``$NNVM_CACHE_DIR/opencl`` or ``~/.cache/nnvm/opencl``; the key
 source, the build options and the platform/device/driver identity, so a binary is reused
 only by the device that produced it. A failing build raises ``KernelBuildError`` naming the
 kernel(s) the compiler log points at.
+
+PoCL is the exception: it keeps its own kernel cache (``POCL_CACHE_DIR``, which this module
+points at ``$NNVM_CACHE_DIR/pocl`` unless the user set it), and asking a PoCL program for
+its ``BINARIES`` makes PoCL compile a generic work-group function for *every* kernel on the
+spot (besides the size-specialised one it compiles at each kernel's first launch), which
+roughly doubled cold build time. So on PoCL the binary is not cached here and is fetched
+only when a model is exported (``fetch_binary``).
 """
 
 from __future__ import annotations
@@ -40,8 +47,29 @@ def cache_key(source: str, dev, options: str = BUILD_OPTIONS) -> str:
     return h.hexdigest()
 
 
+def has_driver_cache(dev) -> bool:
+    """Whether the driver caches compiled kernels itself (PoCL), so ours is not needed."""
+    return "portable computing language" in dev.platform.name.lower()
+
+
+def use_pocl_cache_dir() -> None:
+    """Point PoCL's kernel cache under the NNVM cache (before the first PoCL build), unless
+    the user chose a directory; keeps every compiled artefact of the project in one place."""
+    if "POCL_CACHE_DIR" not in os.environ:
+        os.environ["POCL_CACHE_DIR"] = os.path.join(os.path.dirname(cache_dir()), "pocl")
+
+
+def fetch_binary(prg) -> bytes:
+    """The program's device binary (on PoCL this compiles every kernel's generic work-group
+    function, so only export calls it)."""
+    import pyopencl as cl
+
+    return bytes(prg.get_info(cl.program_info.BINARIES)[0])
+
+
 def build_program(ctx, dev, source: str, options: str = BUILD_OPTIONS):
-    """Return ``(program, from_cache, binary)`` for ``source`` on ``dev``.
+    """Return ``(program, from_cache, binary)`` for ``source`` on ``dev``; ``binary`` is None
+    on a driver with its own cache (PoCL: see the module docstring).
 
     Raises:
         KernelBuildError: the source does not compile (kernel names and compiler log).
@@ -50,6 +78,8 @@ def build_program(ctx, dev, source: str, options: str = BUILD_OPTIONS):
 
     key = cache_key(source, dev, options)
     path = os.path.join(cache_dir(), key + ".bin")
+    if has_driver_cache(dev):
+        return _build_source(ctx, dev, source, options), None, None
     if os.path.exists(path):
         try:
             with open(path, "rb") as f:
@@ -58,6 +88,15 @@ def build_program(ctx, dev, source: str, options: str = BUILD_OPTIONS):
             return prg, True, binary
         except Exception:  # stale or foreign binary: rebuild from source
             pass
+    prg = _build_source(ctx, dev, source, options)
+    binary = fetch_binary(prg)
+    _write_atomic(path, binary)
+    return prg, False, binary
+
+
+def _build_source(ctx, dev, source: str, options: str):
+    import pyopencl as cl
+
     prg = cl.Program(ctx, source)
     try:
         prg.build(options=options, devices=[dev])
@@ -67,9 +106,7 @@ def build_program(ctx, dev, source: str, options: str = BUILD_OPTIONS):
         except Exception:
             log = ""
         raise KernelBuildError(_build_message(source, log or str(exc))) from None
-    binary = prg.get_info(cl.program_info.BINARIES)[0]
-    _write_atomic(path, binary)
-    return prg, False, binary
+    return prg
 
 
 def program_from_binary(ctx, dev, binary: bytes, source: str, options: str = BUILD_OPTIONS):

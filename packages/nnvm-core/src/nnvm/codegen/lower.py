@@ -14,6 +14,7 @@ import re
 
 from ..errors import UnsupportedOpError
 from .builder import GraphInfo, KernelBuilder
+from .cpu_templates import CPU_TEMPLATES, use_cpu_variant
 from .renderer import CLikeRenderer, Kernel
 from .rules import FLOAT_ONLY, VALUE_RULES
 from .templates import TEMPLATES, elementwise
@@ -109,9 +110,15 @@ def lower_group(renderer: CLikeRenderer, info: GraphInfo, root: int, master: int
     kernels = []
     nout = info.num_outputs(root)
     for k in range(nout if not use_template else 1):
-        b = KernelBuilder(renderer, info, mset, root, master if use_template else root,
-                          _kernel_name(info, root, k if nout > 1 else None), limits)
-        if use_template:
+        def builder():
+            return KernelBuilder(renderer, info, mset, root, master if use_template else root,
+                                 _kernel_name(info, root, k if nout > 1 else None), limits)
+        b = builder()
+        if use_template and mop in CPU_TEMPLATES and use_cpu_variant(b):
+            if not CPU_TEMPLATES[mop](b, master):  # declined: the portable template runs
+                b = builder()
+                TEMPLATES[mop](b, master)
+        elif use_template:
             TEMPLATES[mop](b, master)
         else:
             elementwise(b, root, k)

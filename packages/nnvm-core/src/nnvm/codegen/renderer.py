@@ -82,6 +82,9 @@ class CLikeRenderer:
         int_type: the C type used for index arithmetic.
         float_suffix: literal suffix of a float32 constant.
         vector_types: whether ``float4``-style vector types exist (``vload4`` in OpenCL).
+            The CPU kernel variants (``nnvm.codegen.cpu_templates``) are used only when set;
+            they spell vectors through ``vec_type``/``vload``/``vec_lane``/``vec_half``.
+        vector_widths: the vector widths the dialect has (used with ``vector_types``).
     """
 
     dialect = "c"
@@ -102,6 +105,7 @@ class CLikeRenderer:
     int_type = "int"
     float_suffix = "f"
     vector_types = False
+    vector_widths: tuple[int, ...] = (2, 4, 8, 16)
 
     # -- types and constants -----------------------------------------------------------------
     def ctype(self, dtype: str) -> str:
@@ -139,6 +143,32 @@ class CLikeRenderer:
     def func(self, name: str) -> str:
         """The dialect's name of math function ``name`` (``exp``, ``tanh``, ``erf``...)."""
         return self.math_names.get(name, name)
+
+    # -- vectors (only called when ``vector_types``) -----------------------------------------
+    def vec_type(self, dtype: str, n: int) -> str:
+        """The ``n``-wide vector type of ``dtype`` (``float8``)."""
+        return f"{self.ctype(dtype)}{n}"
+
+    def vload(self, n: int, ptr: str) -> str:
+        """``n`` consecutive elements at pointer expression ``ptr`` (no alignment needed)."""
+        return f"vload{n}(0, {ptr})"
+
+    def vec_lane(self, vec: str, i: int) -> str:
+        """Lane ``i`` of vector variable ``vec``."""
+        return f"{vec}.s{'0123456789abcdef'[i]}"
+
+    def vec_half(self, vec: str, high: bool) -> str:
+        """The low or high half of vector variable ``vec`` (for horizontal sums)."""
+        return f"{vec}.{'hi' if high else 'lo'}"
+
+    def vec_splat(self, dtype: str, n: int, expr: str) -> str:
+        """A vector of ``n`` copies of scalar ``expr``."""
+        return f"(({self.vec_type(dtype, n)})({expr}))"
+
+    def ptr_decl(self, dtype: str, name: str, expr: str, const: bool = True) -> str:
+        """Declare a global-memory pointer ``name`` = ``expr`` (a row inside a tensor)."""
+        return (f"{self.buffer_prefix}{'const ' if const else ''}{self.ctype(dtype)}* "
+                f"{name} = {expr};")
 
     # -- declarations ------------------------------------------------------------------------
     def index(self, kind: str, d: int) -> str:

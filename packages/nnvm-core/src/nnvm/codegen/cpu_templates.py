@@ -1,0 +1,309 @@
+"""CPU-device variants of the GEMM-shaped templates: register blocking, vectors, no barriers.
+
+A CPU OpenCL driver (PoCL) runs a work-group as a loop over its work-items; a barrier splits
+that loop into parallel regions and turns every private variable that lives across it into
+a per-work-item array in memory, so the local-memory tiled GEMM of ``templates.gemm`` is
+slow there. These variants give each work-item a register block of the output instead
+(``MR`` rows x ``NR`` columns or ``MR`` rows x one vector of pixels), read operands straight
+from global memory (the CPU caches do the tiling), and spell the innermost arithmetic with
+the dialect's vector types so the work-item's loop is already SIMD; work-groups are one
+work-item (``reqd_work_group_size(1, 1, 1)``), which PoCL runs as a plain function call.
+
+Used by ``lower.lower_group`` when the renderer has ``vector_types`` and the device limits
+say ``device_type == "cpu"``. A variant returns False when a shape or layout does not fit
+it, and the portable template runs instead. Three kernels:
+
+* ``dot`` -- ``C[i, j] = sum_l A[i, l] * B[j, l]`` (both operands contiguous along K): dense
+  and ``matmul(transpose_b=True)``; one vector accumulator per (row, column), summed at the
+  end.
+* ``axpy`` -- ``C[i, j] = sum_l A[i, l] * B[l, j]`` (B contiguous along columns): plain
+  matmul; a row of vectors per output row.
+* ``conv2d`` -- direct NCHW convolution: ``MR`` output channels x a vector of consecutive
+  output pixels of one row; stride-1 interior rows are read with one vector load.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from ..ops.nn import _Conv
+from .builder import KernelBuilder, numel
+
+#: output rows x columns per work-item of the dot kernel (16 vector accumulators).
+DOT_BLOCK = (4, 4)
+#: output rows per work-item of the axpy kernel, and vectors per row.
+AXPY_BLOCK = (4, 2)
+#: output channels per work-item of the direct convolution.
+CONV_CHANNELS = 8
+
+
+def use_cpu_variant(b: KernelBuilder) -> bool:
+    """Whether ``b`` renders for a CPU device in a dialect with vector types."""
+    return bool(b.r.vector_types) and b.limits.get("device_type") == "cpu"
+
+
+def _width(b: KernelBuilder, extent: int, exact: bool = False) -> int:
+    """The widest vector width <= the device's preferred float width that ``extent`` fills
+    (divides, when ``exact``); 0 when none does."""
+    pref = int(b.limits.get("preferred_vector_width_float", 8) or 8)
+    widths = sorted((w for w in b.r.vector_widths if w <= max(pref, 4)), reverse=True)
+    for w in widths:
+        if w <= extent and (not exact or extent % w == 0):
+            return w
+    return 0
+
+
+def _launch(b: KernelBuilder, *sizes: int) -> list[str]:
+    b.local_size = (1,) * len(sizes)
+    b.global_size = tuple(max(int(s), 1) for s in sizes)
+    return [b.let(b.r.int_type, b.r.index("global", d), f"g{d}_") if s > 1 else "0"
+            for d, s in enumerate(sizes)]
+
+
+def _clamp_row(i0: str, i: int, m: int) -> str:
+    """``i0 + i`` clamped to the last row, so a partial block's loads stay in bounds."""
+    return f"({i0} + {i} < {m} ? {i0} + {i} : {m - 1})"
+
+
+def _hsum(b: KernelBuilder, vec: str, width: int, dtype: str) -> str:
+    """The sum of ``vec``'s lanes (a tree of half additions), as a mutable scalar."""
+    cur = vec
+    while width > 1:
+        width //= 2
+        ctype = b.r.vec_type(dtype, width) if width > 1 else b.r.ctype(dtype)
+        cur = b.let(ctype, f"{b.r.vec_half(cur, False)} + {b.r.vec_half(cur, True)}", "h",
+                    const=width > 1)
+    return cur
+
+
+def _store_block(b: KernelBuilder, rows: list, cols: list, value: Callable, out_at: Callable,
+                 z: str, guard_rows: int | None, guard_cols: int | None) -> None:
+    """Store ``value(i, j)`` at ``out_at(z, row_i, col_j)`` for a block (guarded when the
+    block may overhang ``guard_rows``/``guard_cols``)."""
+    for i, gi in enumerate(rows):
+        for j, gj in enumerate(cols):
+            conds = ([f"{gi} < {guard_rows}"] if guard_rows is not None else []) + \
+                    ([f"{gj} < {guard_cols}"] if guard_cols is not None else [])
+            if conds:
+                with b.block(f"if ({' && '.join(conds)})"):
+                    b.store(out_at(z, gi, gj), value(i, j))
+            else:
+                b.store(out_at(z, gi, gj), value(i, j))
+
+
+def dot_gemm(b: KernelBuilder, batch: int, m: int, n: int, k: int, a: str, a_row: Callable,
+             bt: str, b_row: Callable, out_at: Callable, dtype: str) -> bool:
+    """``C[z, i, j] = sum_l A[z, i, l] * B[z, j, l]``; ``a_row(z, i)`` / ``b_row(z, j)`` are
+    element offsets of a K-contiguous row inside the tensors named ``a`` / ``bt``."""
+    r = b.r
+    v = _width(b, k)
+    if not v:
+        return False
+    mr, nr = min(DOT_BLOCK[0], m), min(DOT_BLOCK[1], n)
+    ib, jb, z = _launch(b, -(-m // mr), -(-n // nr), batch)
+    i0 = b.int_let(f"{ib} * {mr}", "i0_")
+    j0 = b.int_let(f"{jb} * {nr}", "j0_")
+    pa, pb = [], []
+    for i in range(mr):
+        pa.append(b.fresh("pa"))
+        b.emit(r.ptr_decl(dtype, pa[-1], f"{a} + {a_row(z, _clamp_row(i0, i, m))}"))
+    for j in range(nr):
+        pb.append(b.fresh("pb"))
+        b.emit(r.ptr_decl(dtype, pb[-1], f"{bt} + {b_row(z, _clamp_row(j0, j, n))}"))
+    vt = r.vec_type(dtype, v)
+    acc = [[b.let(vt, r.vec_splat(dtype, v, r.const(0, dtype)), "acc", const=False)
+            for _ in range(nr)] for _ in range(mr)]
+    kv = k // v * v
+    with b.block(f"for (int l = 0; l < {kv}; l += {v})"):
+        av = [b.let(vt, r.vload(v, f"{p} + l"), "a") for p in pa]
+        bv = [b.let(vt, r.vload(v, f"{p} + l"), "b") for p in pb]
+        for i in range(mr):
+            for j in range(nr):
+                b.emit(f"{acc[i][j]} += {av[i]} * {bv[j]};")
+    sums = [[_hsum(b, acc[i][j], v, dtype) for j in range(nr)] for i in range(mr)]
+    if k % v:
+        with b.block(f"for (int l = {kv}; l < {k}; ++l)"):
+            for i in range(mr):
+                for j in range(nr):
+                    b.emit(f"{sums[i][j]} += {pa[i]}[l] * {pb[j]}[l];")
+    rows = [b.int_let(f"{i0} + {i}", "gi") if i else i0 for i in range(mr)]
+    cols = [b.int_let(f"{j0} + {j}", "gj") if j else j0 for j in range(nr)]
+    _store_block(b, rows, cols, lambda i, j: sums[i][j], out_at, z,
+                 m if m % mr else None, n if n % nr else None)
+    return True
+
+
+def axpy_gemm(b: KernelBuilder, batch: int, m: int, n: int, k: int, a: str, a_row: Callable,
+              bt: str, b_row: Callable, out_at: Callable, dtype: str) -> bool:
+    """``C[z, i, j] = sum_l A[z, i, l] * B[z, l, j]``; ``a_row(z, i)`` is the offset of A's
+    K-contiguous row i, ``b_row(z, l)`` of B's N-contiguous row l."""
+    r = b.r
+    v = _width(b, n, exact=True)
+    if not v:
+        return False
+    mr = min(AXPY_BLOCK[0], m)
+    nc = AXPY_BLOCK[1] if (n // v) % AXPY_BLOCK[1] == 0 else 1
+    ib, jb, z = _launch(b, -(-m // mr), n // (v * nc), batch)
+    i0 = b.int_let(f"{ib} * {mr}", "i0_")
+    j0 = b.int_let(f"{jb} * {v * nc}", "j0_")
+    pa = []
+    for i in range(mr):
+        pa.append(b.fresh("pa"))
+        b.emit(r.ptr_decl(dtype, pa[-1], f"{a} + {a_row(z, _clamp_row(i0, i, m))}"))
+    pb = b.fresh("pb")
+    b.emit(r.ptr_decl(dtype, pb, f"{bt} + {b_row(z, '0')} + {j0}"))
+    vt = r.vec_type(dtype, v)
+    acc = [[b.let(vt, r.vec_splat(dtype, v, r.const(0, dtype)), "acc", const=False)
+            for _ in range(nc)] for _ in range(mr)]
+    with b.block(f"for (int l = 0; l < {k}; ++l)"):
+        bv = [b.let(vt, r.vload(v, f"{pb} + l * {n} + {c * v}"), "b") for c in range(nc)]
+        for i in range(mr):
+            av = b.let(r.ctype(dtype), f"{pa[i]}[l]", "a")
+            for c in range(nc):
+                b.emit(f"{acc[i][c]} += {av} * {bv[c]};")
+    rows = [b.int_let(f"{i0} + {i}", "gi") if i else i0 for i in range(mr)]
+    cols = [b.int_let(f"{j0} + {j}", "gj") if j else j0 for j in range(v * nc)]
+    _store_block(b, rows, cols, lambda i, j: r.vec_lane(acc[i][j // v], j % v), out_at, z,
+                 m if m % mr else None, None)
+    return True
+
+
+def dense(b: KernelBuilder, nid: int) -> bool:
+    from .templates import _with_bias
+
+    ins = b.inputs(nid)
+    x, w = ins[0], ins[1]
+    xs = b.shape(x)
+    units, kdim = b.shape(w)
+    lead = list(xs[:-1])
+    rows = numel(lead)
+    if kdim < 4:
+        return False
+
+    def out_at(z, i, j):
+        return (b.delinearize(i, lead) if len(lead) != 1 else [i]) + [j]
+
+    plain = b.store
+    if len(ins) > 2:
+        _with_bias(b, nid, ins[2], lambda coords: [coords[-1]])
+    ok = dot_gemm(b, 1, rows, units, kdim, b.tensor(x), lambda z, i: f"({i}) * {kdim}",
+                  b.tensor(w), lambda z, j: f"({j}) * {kdim}", out_at, b.dtype(x))
+    if not ok:
+        b.store = plain
+    return ok
+
+
+def matmul(b: KernelBuilder, nid: int) -> bool:
+    ea, eb = b.inputs(nid)
+    sa, sb = b.shape(ea), b.shape(eb)
+    ta, tb = b.attrs(nid)["transpose_a"], b.attrs(nid)["transpose_b"]
+    if len(sa) < 2 or len(sb) < 2 or ta:
+        return False
+    so = b.shape(b.info.entry(nid, 0))
+    m, kdim = sa[-2], sa[-1]
+    n = sb[-2] if tb else sb[-1]
+    bshape = tuple(so[:-2])
+    nb = numel(bshape)
+
+    def base(z, shape):
+        zc = b.delinearize(z, bshape) if nb > 1 else ["0"] * len(bshape)
+        return b.linear(b.broadcast_coords(shape[:-2], bshape, zc) + ["0", "0"], shape)
+
+    def out_at(z, i, j):
+        zc = b.delinearize(z, bshape) if nb > 1 else ["0"] * len(bshape)
+        return zc + [i, j]
+
+    a_row = lambda z, i: f"{base(z, sa)} + ({i}) * {kdim}"  # noqa: E731
+    if tb:
+        b_row = lambda z, j: f"{base(z, sb)} + ({j}) * {kdim}"  # noqa: E731
+        return dot_gemm(b, nb, m, n, kdim, b.tensor(ea), a_row, b.tensor(eb), b_row, out_at,
+                        b.dtype(ea))
+    b_row = lambda z, l: f"{base(z, sb)} + ({l}) * {n}"  # noqa: E731
+    return axpy_gemm(b, nb, m, n, kdim, b.tensor(ea), a_row, b.tensor(eb), b_row, out_at,
+                     b.dtype(ea))
+
+
+def conv2d(b: KernelBuilder, nid: int) -> bool:
+    """Direct NCHW/OIHW convolution, ``CONV_CHANNELS`` channels x a vector of pixels."""
+    from .templates import _with_bias
+
+    attrs = b.attrs(nid)
+    if attrs.get("layout", "NCHW") != "NCHW" or attrs.get("kernel_layout", "OIHW") != "OIHW":
+        return False
+    ins = b.inputs(nid)
+    x, w = ins[0], ins[1]
+    cv = _Conv(attrs)
+    nb, c, h, wd = b.shape(x)
+    g = cv.groups
+    cg, og = c // g, cv.channels // g
+    oh, ow = cv.out_hw(h, wd)
+    kh, kw = cv.k
+    (sy, sx), (dy, dx) = cv.s, cv.d
+    pt, pl = cv.p[0], cv.p[1]
+    if og < 4:
+        return False  # depthwise-like: the portable one-output-per-item loop is better
+    v = _width(b, ow, exact=True)  # a width dividing the row; else >= 4 with guarded lanes
+    if v < 4:
+        v = max(_width(b, ow), 4)
+    mr = CONV_CHANNELS if og % CONV_CHANNELS == 0 or og > 2 * CONV_CHANNELS else 4
+    nxb, nob = -(-ow // v), -(-og // mr)
+    r = b.r
+    dt = b.dtype(x)
+    vt = r.vec_type(dt, v)
+    if len(ins) > 2:
+        _with_bias(b, nid, ins[2], lambda coords: [coords[1]])
+    seg, ob, n = _launch(b, oh * nxb, g * nob, nb)
+    oy = b.int_let(f"{seg} / {nxb}" if nxb > 1 else seg, "oy")
+    ox0 = b.int_let(f"({seg} % {nxb}) * {v}" if nxb > 1 else "0", "ox")
+    gi = b.int_let(f"{ob} / {nob}" if g > 1 else "0", "gi")
+    oc0 = b.int_let(f"{gi} * {og} + ({ob} % {nob}) * {mr}" if g > 1 else f"{ob} * {mr}", "oc")
+    px = b.fresh("px")
+    b.emit(r.ptr_decl(dt, px, f"{b.tensor(x)} + ({n} * {c} + {gi} * {cg}) * {h * wd}"))
+    ksz = cg * kh * kw
+    pw = []
+    for i in range(mr):
+        pw.append(b.fresh("pw"))
+        last = f"{gi} * {og} + {og - 1}"
+        b.emit(r.ptr_decl(dt, pw[-1], f"{b.tensor(w)} + ({oc0} + {i} < {last} + 1 ? {oc0} + "
+                                      f"{i} : {last}) * {ksz}"))
+    acc = [b.let(vt, r.vec_splat(dt, v, r.const(0, dt)), "acc", const=False)
+           for _ in range(mr)]
+    iy0 = b.int_let(f"{oy} * {sy} - {pt}", "iy")
+    ix0 = b.int_let(f"{ox0} * {sx} - {pl}", "ix")
+    zero = r.const(0, dt)
+    with b.block(f"for (int ci = 0; ci < {cg}; ++ci)"):
+        with b.block(f"for (int ky = 0; ky < {kh}; ++ky)"):
+            iy = b.int_let(f"{iy0} + ky * {dy}", "y")
+            b.emit(f"if ({iy} < 0 || {iy} >= {h}) continue;")
+            row = b.fresh("row")
+            b.emit(r.ptr_decl(dt, row, f"{px} + (ci * {h} + {iy}) * {wd}"))
+            with b.block(f"for (int kx = 0; kx < {kw}; ++kx)"):
+                ix = b.int_let(f"{ix0} + kx * {dx}", "x")
+                xv = b.fresh("xv")
+                b.emit(f"{vt} {xv};")
+                inside = f"{ix} >= 0 && {ix} + {(v - 1) * sx} < {wd}"
+                with b.block(f"if ({inside})"):
+                    if sx == 1:
+                        b.emit(f"{xv} = {r.vload(v, f'{row} + {ix}')};")
+                    else:
+                        lanes = ", ".join(f"{row}[{ix} + {q * sx}]" for q in range(v))
+                        b.emit(f"{xv} = ({vt})({lanes});")
+                with b.block("else"):
+                    for q in range(v):
+                        xq = f"{ix} + {q * sx}"
+                        b.emit(f"{r.vec_lane(xv, q)} = ({xq} >= 0 && {xq} < {wd}) ? "
+                               f"{row}[{xq}] : {zero};")
+                widx = b.int_let(f"ci * {kh * kw} + ky * {kw} + kx", "wi")
+                for i in range(mr):
+                    b.emit(f"{acc[i]} += {pw[i]}[{widx}] * {xv};")
+    chans = [b.int_let(f"{oc0} + {i}", "oc") if i else oc0 for i in range(mr)]
+    cols = [b.int_let(f"{ox0} + {q}", "ox") if q else ox0 for q in range(v)]
+    lim_c = b.int_let(f"{gi} * {og} + {og}", "ocend") if og % mr else None
+    _store_block(b, chans, cols, lambda i, q: r.vec_lane(acc[i], q),
+                 lambda z, oc, ox: [n, oc, oy, ox], "0", lim_c, ow if ow % v else None)
+    return True
+
+
+CPU_TEMPLATES: dict[str, Callable[[KernelBuilder, int], bool]] = {
+    "dense": dense, "matmul": matmul, "conv2d": conv2d,
+}
