@@ -1,12 +1,8 @@
 """The device memory plan: ONE device allocation (the arena) with a byte offset per entry.
 
-Planned per *step* (fused group), not per node: an output never shares storage with inputs
-its own kernel reads, because a fused injective kernel (transpose, pad, gather) reads other
-positions than it writes, so PlanMemory's node-level in-place ``storage_id`` sharing would be
-unsafe for fused kernels. Storage is released after the last step reading it and reused
-best-fit (sizes rounded to ``ALIGN`` = 256 bytes, cudaMalloc's own alignment, so every tensor
-starts aligned for coalesced and vector loads). Graph inputs and params get fixed slots so a
-param uploaded once stays valid across runs.
+The arena itself is planned by ``nnvm.codegen.arena.plan_arena``, shared with OpenCL (per
+fused step, so a fused kernel never writes storage it still reads; 256-byte alignment, which
+is cudaMalloc's own).
 
 The plan and the steps are serialised to ``plan.json`` in the artifact; kernels are recorded
 by name and launch shape (their text is in ``kernels.cu`` / the PTX members).
@@ -14,59 +10,12 @@ by name and launch shape (their text is in ``kernels.cu`` / the PTX members).
 
 from __future__ import annotations
 
+from nnvm.codegen.arena import ALIGN, plan_arena  # noqa: F401 - re-exported
 from nnvm.codegen.lower import Step
 from nnvm.codegen.renderer import Kernel, TensorArg
 from nnvm.errors import SerializationError
-from nnvm.runtime.memory import entry_bytes
 
-ALIGN = 256
 PLAN_VERSION = 1
-
-
-def _round(n: int) -> int:
-    return max(ALIGN, -(-n // ALIGN) * ALIGN)
-
-
-def plan_arena(info, steps: list[Step]) -> tuple[dict[int, int], int, int]:
-    """``(byte offset per entry, arena bytes, activation bytes)`` for ``steps``."""
-    idx = info.idx
-    offsets: dict[int, int] = {}
-    end = 0
-
-    def size(e: int) -> int:
-        return _round(entry_bytes(info.shapes[e], info.dtypes[e]))
-
-    for nid in idx.input_nodes:  # inputs and params: fixed slots
-        e = info.entry(nid, 0)
-        offsets[e] = end
-        end += size(e)
-    act_start = end
-    last_use: dict[int, int] = {}
-    for s, step in enumerate(steps):
-        for e in step.inputs:
-            last_use[e] = s
-    keep = set(idx.output_entries)
-    free: list[tuple[int, int]] = []  # (size, offset)
-    for s, step in enumerate(steps):
-        for e in step.outputs:
-            need = size(e)
-            fits = [blk for blk in free if blk[0] >= need]
-            if fits:
-                blk = min(fits)
-                free.remove(blk)
-                offsets[e] = blk[1]
-                if blk[0] - need >= ALIGN:
-                    free.append((blk[0] - need, blk[1] + need))
-            else:
-                offsets[e] = end
-                end += need
-        dead = [e for e in step.inputs if last_use.get(e) == s]
-        dead += [e for e in step.outputs if e not in last_use]
-        for e in dead:
-            if e in keep or idx.nodes[info.entry_node[e]].op is None:
-                continue
-            free.append((size(e), offsets[e]))
-    return offsets, max(end, ALIGN), end - act_start
 
 
 def plan_to_json(steps: list[Step], offsets: dict[int, int], arena: int, act: int,

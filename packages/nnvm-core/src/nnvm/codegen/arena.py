@@ -1,0 +1,70 @@
+"""Device arena planning shared by the C-like backends (OpenCL, CUDA): one allocation per
+device with a byte offset per entry.
+
+The plan is made per *step* (fused group), not per node: an output never shares storage with
+the inputs its own kernel reads, because a fused injective kernel (transpose, pad, gather)
+reads other positions than it writes, so NNVM's node-level in-place sharing (PlanMemory's
+``storage_id``) would be unsafe here. Take the group ``x -> transpose -> relu`` (``x``
+produced by an earlier group): PlanMemory releases ``x``'s buffer after its last reader,
+``transpose``, and gives it to ``relu``; the fused kernel then writes ``relu[i, j]`` while
+other work-items still read ``x[j, i]`` from the same bytes -- a race. Node-level ids also
+allocate every intermediate entry of a group, which a fused kernel never materialises.
+Planning per step (a group's inputs all die after its kernel, never during it) keeps the
+correctness property and sizes only what kernels store. Storage is freed after the last step
+that reads it and reused best-fit by later steps (sizes rounded up to ``ALIGN`` = 256 bytes,
+cudaMalloc's own alignment, which also aligns every tensor for vector loads). Graph inputs and
+params get fixed slots, so a param uploaded once stays valid across runs.
+"""
+
+
+from __future__ import annotations
+
+from nnvm.runtime.memory import entry_bytes
+
+ALIGN = 256
+
+
+def _round(n: int) -> int:
+    return max(ALIGN, -(-n // ALIGN) * ALIGN)
+
+
+def plan_arena(info, steps) -> tuple[dict[int, int], int, int]:
+    """``(offset in bytes per entry, arena bytes, activation bytes)`` for ``steps``."""
+    idx = info.idx
+    offsets: dict[int, int] = {}
+    end = 0
+
+    def size(e):
+        return _round(entry_bytes(info.shapes[e], info.dtypes[e]))
+
+    for nid in idx.input_nodes:  # inputs and params: fixed slots
+        e = info.entry(nid, 0)
+        offsets[e] = end
+        end += size(e)
+    act_start = end
+    last_use: dict[int, int] = {}
+    for s, step in enumerate(steps):
+        for e in step.inputs:
+            last_use[e] = s
+    keep = set(idx.output_entries)
+    free: list[tuple[int, int]] = []  # (size, offset)
+    for s, step in enumerate(steps):
+        for e in step.outputs:
+            need = size(e)
+            fits = [blk for blk in free if blk[0] >= need]
+            if fits:
+                blk = min(fits)
+                free.remove(blk)
+                offsets[e] = blk[1]
+                if blk[0] - need >= ALIGN:  # return the tail to the free list
+                    free.append((blk[0] - need, blk[1] + need))
+            else:
+                offsets[e] = end
+                end += need
+        dead = [e for e in step.inputs if last_use.get(e) == s]
+        dead += [e for e in step.outputs if e not in last_use]
+        for e in dead:
+            if e in keep or idx.nodes[info.entry_node[e]].op is None:
+                continue
+            free.append((size(e), offsets[e]))
+    return offsets, max(end, ALIGN), end - act_start
