@@ -18,7 +18,7 @@ import tempfile
 import numpy as np
 
 from nnvm.errors import ExecutionError, NNVMError, format_error, node_where
-from nnvm.interpreter import _np_dtype
+from nnvm.interpreter import _np_dtype, run_reference
 
 from . import cublas
 from . import device as devices
@@ -240,17 +240,7 @@ class GPUSession:
     def _run_host(self, step) -> None:
         node = self.info.idx.nodes[step.root]
         args = [self.read(e).copy() for e in self.info.inputs(step.root)]
-        fn = node.op.get_attr("FReferenceNode")
-        try:
-            res = fn(node, *args) if fn is not None else \
-                node.op.get_attr("FReference")(node.attrs, *args)
-        except NNVMError:
-            raise
-        except Exception as exc:
-            raise ExecutionError(format_error(node_where(node), f"reference fallback kernel "
-                                              f"failed: {exc!r}")) from exc
-        if not isinstance(res, (tuple, list)):
-            res = (res,)
+        res = run_reference(node, *args)
         for e, r in zip(step.outputs, res):
             self.write(e, r)
         self.stream.synchronize()  # the pinned staging buffers are reused by later steps

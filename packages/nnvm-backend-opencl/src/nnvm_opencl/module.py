@@ -16,8 +16,8 @@ import numpy as np
 from nnvm.codegen.builder import GraphInfo
 from nnvm.codegen.lower import Step
 from nnvm.codegen.renderer import Kernel, TensorArg
-from nnvm.errors import ExecutionError, NNVMError, format_error, node_where
-from nnvm.interpreter import _np_dtype
+from nnvm.errors import ExecutionError, NNVMError, format_error
+from nnvm.interpreter import _np_dtype, run_reference
 from nnvm.runtime.module import Module
 
 from . import device as devices
@@ -166,17 +166,7 @@ class OpenCLModule(Module):
     def _run_host(self, step: Step) -> None:
         node = self.info.idx.nodes[step.root]
         args = [self._read(e) for e in self.info.inputs(step.root)]
-        fn = node.op.get_attr("FReferenceNode")
-        try:
-            res = fn(node, *args) if fn is not None else \
-                node.op.get_attr("FReference")(node.attrs, *args)
-        except NNVMError:
-            raise
-        except Exception as exc:
-            raise ExecutionError(format_error(node_where(node), f"reference fallback kernel "
-                                              f"failed: {exc!r}")) from exc
-        if not isinstance(res, (tuple, list)):
-            res = (res,)
+        res = run_reference(node, *args)
         for e, r in zip(step.outputs, res):
             self._write(e, r)
 

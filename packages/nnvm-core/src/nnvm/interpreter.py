@@ -6,7 +6,7 @@ each intermediate after its last use so that peak memory stays close to the live
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -40,13 +40,10 @@ class Interpreter:
         for nid, node in enumerate(idx.nodes):
             if node.op is None:
                 continue
-            kernel = node.op.get_attr("FReferenceNode")
+            kernel = reference_kernel(node.op)
             if kernel is None:
-                plain = node.op.get_attr("FReference")
-                if plain is None:
-                    missing.append(node_where(node))
-                    continue
-                kernel = _bind_attrs(plain)
+                missing.append(node_where(node))
+                continue
             ins = [rptr[i] + k for i, k, _ in idx.inputs[nid]]
             outs = list(range(rptr[nid], rptr[nid + 1]))
             self._steps.append((nid, node, kernel, ins, outs))
@@ -107,8 +104,34 @@ class Interpreter:
         return [vals[e] for e in idx.output_entries]
 
 
-def _bind_attrs(kernel):
-    return lambda node, *args: kernel(node.attrs, *args)
+def reference_kernel(op) -> Callable[..., Any] | None:
+    """The op's NumPy kernel as ``f(node, *arrays)``: ``FReferenceNode`` when the op needs its
+    node (subgraphs), else ``FReference`` bound to the node's attrs; None if it has neither."""
+    kernel = op.get_attr("FReferenceNode")
+    if kernel is not None:
+        return kernel
+    plain = op.get_attr("FReference")
+    return None if plain is None else (lambda node, *args: plain(node.attrs, *args))
+
+
+def run_reference(node, *args) -> tuple:
+    """Run one node's reference kernel; the outputs as a tuple. Backends use it for the ops
+    they have no kernel for (counted host fallbacks).
+
+    Raises:
+        ExecutionError: naming the node, when the op has no kernel or the kernel fails.
+    """
+    kernel = reference_kernel(node.op)
+    if kernel is None:
+        raise ExecutionError(format_error(node_where(node), "has no reference kernel"))
+    try:
+        res = kernel(node, *args)
+    except NNVMError:
+        raise
+    except Exception as exc:
+        raise ExecutionError(format_error(node_where(node), f"reference kernel failed: "
+                                          f"{exc!r}")) from exc
+    return tuple(res) if isinstance(res, (tuple, list)) else (res,)
 
 
 def _np_dtype(name: str):
