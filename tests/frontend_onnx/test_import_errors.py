@@ -95,13 +95,15 @@ def test_too_new_opset():
 def test_every_unsupported_op_is_reported_at_once():
     model = make_model([H("Relu", ["x"], ["a"], name="ok"),
                         H("ImageDecoder", ["raw"], ["img"], name="decode"),
-                        H("StringNormalizer", ["s"], ["t"], name="norm")],
+                        H("TfIdfVectorizer", ["s"], ["t"], name="norm", mode="TF",
+                          min_gram_length=1, max_gram_length=1, max_skip_count=0,
+                          ngram_counts=[0], ngram_indexes=[0], pool_int64s=[1])],
                        [helper.make_tensor_value_info("x", F32, [2]),
                         helper.make_tensor_value_info("raw", TensorProto.UINT8, [10]),
-                        helper.make_tensor_value_info("s", TensorProto.STRING, [2])],
+                        helper.make_tensor_value_info("s", TensorProto.INT64, [2])],
                        [helper.make_tensor_value_info("a", F32, [2]),
                         helper.make_tensor_value_info("img", TensorProto.UINT8, [None] * 3),
-                        helper.make_tensor_value_info("t", TensorProto.STRING, [None])],
+                        helper.make_tensor_value_info("t", F32, [None])],
                        opset=20)
     with pytest.raises(OnnxUnsupportedError) as info:
         nnvm.frontend.from_onnx(model)

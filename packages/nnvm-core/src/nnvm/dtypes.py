@@ -1,7 +1,7 @@
 """Element types: names, NumPy dtypes, byte widths and DLPack codes, in one table.
 
 The standard NumPy types need nothing else; the low-precision ones that ONNX and TVM use
-(bfloat16, float8 variants, float4, int4/uint4) come from the ``ml_dtypes`` package, imported
+(bfloat16, float8 variants, float4, int4/uint4, int2/uint2) come from the ``ml_dtypes`` package, imported
 only when such a type is actually used (``pip install nnvm-core[bfloat16]``).
 """
 
@@ -20,12 +20,16 @@ _TABLE: dict[str, tuple[int, int]] = {
     "bfloat16": (4, 16),
     "float8_e4m3fn": (10, 8), "float8_e4m3fnuz": (11, 8), "float8_e5m2": (12, 8),
     "float8_e5m2fnuz": (13, 8), "float8_e8m0fnu": (14, 8), "float4_e2m1fn": (17, 4),
-    "int4": (0, 4), "uint4": (1, 4),
+    "int4": (0, 4), "uint4": (1, 4), "int2": (0, 2), "uint2": (1, 2),
 }
-#: Every dtype name NNVM accepts.
-DTYPES: tuple[str, ...] = tuple(_TABLE)
 #: Types that need ml_dtypes.
-EXTENDED = frozenset(DTYPES[DTYPES.index("bfloat16"):])
+EXTENDED = frozenset(tuple(_TABLE)[tuple(_TABLE).index("bfloat16"):])
+#: Variable-length text: NumPy object arrays of Python ``str``. Runs on the reference target
+#: (string ops: StringConcat, RegexFullMatch...); it has no DLPack code and no fixed width, so
+#: it cannot be stored in param dicts or compiled by native backends.
+STRING = "string"
+#: Every dtype name NNVM accepts.
+DTYPES: tuple[str, ...] = tuple(_TABLE) + (STRING,)
 _FLOATS = frozenset({"float16", "float32", "float64", "bfloat16", "float8_e4m3fn",
                      "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu",
                      "float4_e2m1fn"})
@@ -33,6 +37,8 @@ _FLOATS = frozenset({"float16", "float32", "float64", "bfloat16", "float8_e4m3fn
 
 def np_dtype(name: str) -> np.dtype:
     """The NumPy dtype for ``name`` (importing ml_dtypes for the extended types)."""
+    if name == STRING:
+        return np.dtype(object)
     if name in EXTENDED:
         try:
             import ml_dtypes  # noqa: F401 - registers the names with NumPy
@@ -47,6 +53,8 @@ def np_dtype(name: str) -> np.dtype:
 def name_of(dtype) -> str:
     """The NNVM name of a NumPy dtype (or array), e.g. ``float32``, ``float8_e4m3fn``."""
     name = np.dtype(getattr(dtype, "dtype", dtype)).name
+    if name == "object":
+        return STRING
     if name not in _TABLE:
         raise NNVMError(f"dtype {name} is not supported; valid: {', '.join(DTYPES)}")
     return name
@@ -56,11 +64,17 @@ def itemsize(name: str | None) -> int:
     """Bytes per element as stored in memory (sub-byte types take one byte each)."""
     if name is None:
         return 4
+    if name == STRING:
+        return np.dtype(object).itemsize  # one reference per element
     return max(1, _TABLE[name][1] // 8) if name in _TABLE else np.dtype(name).itemsize
 
 
 def dl_type(name: str) -> tuple[int, int]:
     """``(DLPack type code, bits)`` as used by TVM and the param-dict format."""
+    if name == STRING:
+        raise NNVMError("dtype string has no DLPack type: string tensors live only in memory "
+                        "on the reference target (not in param dicts or native backends); "
+                        "keep strings out of params, or encode them as integer ids")
     return _TABLE[name]
 
 

@@ -19,6 +19,7 @@ from onnx.backend.base import Backend as _OnnxBackend
 from onnx.backend.base import BackendRep
 
 from .errors import NeedsConstantError
+from .importer import regroup
 
 
 def _default_target() -> str | None:
@@ -40,19 +41,24 @@ class NNVMBackendRep(BackendRep):
 
     def run(self, inputs: Any, **kwargs: Any) -> tuple:
         if isinstance(inputs, dict):
-            feed = {k: np.asarray(v) for k, v in inputs.items()}
+            feed = {k: _feed_value(v) for k, v in inputs.items()}
         else:
             if isinstance(inputs, np.ndarray) or not isinstance(inputs, (list, tuple)):
                 inputs = [inputs]
-            feed = {n: np.asarray(v) for n, v in zip(self.input_names, inputs)}
-        module, frozen = self._compile(feed)
-        outs = module.run(**{k: v for k, v in feed.items()
-                             if k not in frozen and k in module.input_names})
-        return tuple(outs)
+            feed = {n: _feed_value(v) for n, v in zip(self.input_names, inputs)}
+        module, frozen, structure = self._compile(feed)
+        flat = _flat_feed({k: v for k, v in feed.items() if k not in frozen})
+        outs = module.run(**{k: v for k, v in flat.items() if k in module.input_names})
+        return tuple(regroup(structure, outs) if structure else outs)
 
     def _key(self, feed: dict, frozen: set[str]):
-        return tuple((k, v.shape, v.dtype.str, v.tobytes() if k in frozen else None)
-                     for k, v in sorted(feed.items()))
+        def key(k, v):
+            if v is None:
+                return (k, None)
+            if isinstance(v, list):
+                return (k, tuple(key(k, x) for x in v))
+            return (k, v.shape, v.dtype.str, v.tobytes() if k in frozen else None)
+        return tuple(key(k, v) for k, v in sorted(feed.items()))
 
     def _compile(self, feed: dict):
         import nnvm
@@ -66,13 +72,15 @@ class NNVMBackendRep(BackendRep):
         for _ in range(len(feed) + 1):
             try:
                 graph, params = import_model(
-                    self.model, shape={k: v.shape for k, v in feed.items() if k not in frozen},
-                    dtype={k: v.dtype.name for k, v in feed.items() if k not in frozen},
+                    self.model, shape={k: _spec(v) for k, v in feed.items() if k not in frozen},
+                    dtype={k: v.dtype.name for k, v in feed.items()
+                           if k not in frozen and isinstance(v, np.ndarray)},
                     freeze={k: feed[k] for k in frozen}, check=False,
                     static_shapes=True)
                 break
             except NeedsConstantError as exc:
-                new = [n for n in exc.inputs if n in feed and n not in frozen]
+                new = [n if n in feed else n.rpartition(".")[0] for n in exc.inputs]
+                new = [n for n in dict.fromkeys(new) if n in feed and n not in frozen]
                 if not new:
                     raise
                 frozen.update(new)
@@ -81,9 +89,37 @@ class NNVMBackendRep(BackendRep):
         module = nnvm.compiler.build(graph, target=self.target, shape=shapes, dtype=dtypes,
                                      params=params, opt_level=self.opt_level, **self.options)
         self._frozen |= frozen
-        entry = (module, frozen)
+        entry = (module, frozen, graph.attrs.get("onnx_output_structure"))
         self._cache[self._key(feed, frozen)] = entry
         return entry
+
+
+def _feed_value(v):
+    """Inputs as the importer takes them: arrays, lists (sequences) or None (empty optional)."""
+    if v is None:
+        return None
+    if isinstance(v, list):
+        return [np.asarray(x) for x in v]
+    return np.asarray(v)
+
+
+def _spec(v):
+    if v is None:
+        return None
+    if isinstance(v, list):
+        return [x.shape for x in v]
+    return v.shape
+
+
+def _flat_feed(feed: dict) -> dict:
+    """Sequence inputs are one graph variable per element, named ``input.k``."""
+    flat = {}
+    for k, v in feed.items():
+        if isinstance(v, list):
+            flat.update({f"{k}.{i}": x for i, x in enumerate(v)})
+        elif v is not None:
+            flat[k] = v
+    return flat
 
 
 class Backend(_OnnxBackend):

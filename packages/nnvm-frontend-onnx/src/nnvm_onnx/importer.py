@@ -55,6 +55,7 @@ class Value:
         self.entry = entry
         if const is not None:
             shape, dtype = tuple(const.shape), const.dtype.name
+            dtype = "string" if dtype == "object" else dtype
         self.shape = None if shape is None else tuple(int(d) for d in shape)
         self.dtype = dtype
         self.rank = len(self.shape) if self.shape is not None else rank
@@ -67,6 +68,58 @@ class Value:
     def __repr__(self) -> str:
         kind = "const" if self.is_const else "entry"
         return f"<Value {self.name} {kind} {self.shape} {self.dtype}>"
+
+
+class SeqValue:
+    """An ONNX sequence, unrolled at import time: a Python list of tensor Values.
+
+    NNVM graphs carry tensors only. Sequences in ONNX models are short lists built, indexed
+    and concatenated by ops whose positions are known once the input structure is (the
+    backend adapter specialises each model to its concrete inputs), so the importer resolves
+    every sequence op to the tensors it names and the compiled graph stays all-tensor, as
+    fast as if the model had been written without sequences. Graph inputs of sequence type
+    become one variable per element (``name.0``, ``name.1``...); sequence outputs are
+    flattened and regrouped by the caller (graph attr ``onnx_output_structure``).
+    """
+
+    const = entry = shape = rank = None
+    symbolic = ()
+    is_const = False
+
+    def __init__(self, name: str, items: Sequence["Value"] = (), elem_dtype: str | None = None):
+        self.name = name
+        self.items = list(items)
+        self.elem_dtype = elem_dtype or next((v.dtype for v in self.items if v.dtype), None)
+
+    @property
+    def dtype(self):
+        return self.elem_dtype
+
+    def __repr__(self) -> str:
+        return f"<SeqValue {self.name} len={len(self.items)} {self.elem_dtype}>"
+
+
+class OptValue:
+    """An ONNX optional: ``item`` is a Value / SeqValue, or None when the optional is empty.
+
+    Whether it holds a value is known at import time (like a sequence's length), so
+    OptionalHasElement folds to a constant and OptionalGetElement to its item.
+    """
+
+    const = entry = shape = rank = dtype = None
+    symbolic = ()
+    is_const = False
+
+    def __init__(self, name: str, item=None):
+        self.name = name
+        self.item = item
+
+    def __repr__(self) -> str:
+        return f"<OptValue {self.name} {self.item!r}>"
+
+
+#: Values that are not tensors (no NNVM entry of their own).
+STRUCTURED = (SeqValue, OptValue)
 
 
 class Scope:
@@ -126,7 +179,7 @@ class GraphBuilder:
         if key not in self._const_vars:
             name = self.unique(value.name or "const")
             self.params[name] = value.const
-            self._const_vars[key] = self.variable(name, value.const.shape, value.const.dtype.name)
+            self._const_vars[key] = self.variable(name, value.const.shape, value.dtype)
             self._keep.append(value)  # ids stay unique while the value is cached
         return self._const_vars[key]
 
@@ -236,6 +289,13 @@ class NodeContext:
                 fix="Install/upgrade the nnvm plugin that provides it")) from None
         if op.is_variadic and "num_args" not in attrs:
             attrs["num_args"] = len(inputs)
+        for v in inputs:
+            if isinstance(v, STRUCTURED):
+                kind = "a sequence" if isinstance(v, SeqValue) else "an optional"
+                raise OnnxImportError(format_error(
+                    self.where, f"input '{v.name}' is {kind}, but NNVM op '{op_name}' takes "
+                    "tensors", fix="Take the element out first (SequenceAt / "
+                    "OptionalGetElement), as the ONNX type rules require"))
         entries = [self.builder.materialize(v) for v in inputs]
         name = self.builder.unique(f"{self.base_name}" if next(self._counter) == 0
                                    else f"{self.base_name}_{op_name}")
@@ -327,9 +387,12 @@ class OnnxImporter:
                  freeze: Mapping | None = None, static_shapes: bool = False):
         self.model = model
         self.static_shapes = static_shapes
-        self.shape = {k: tuple(int(d) for d in v) for k, v in (shape or {}).items()}
+        # Tensor inputs: a shape tuple. Sequence inputs: a list of element shapes. Optional
+        # inputs: None when empty. Interpreted per the input's declared type.
+        self.shape = dict(shape or {})
         self.dtype = dtype
-        self.freeze = {k: np.asarray(v) for k, v in (freeze or {}).items()}
+        self.freeze = {k: v if v is None or isinstance(v, list) else np.asarray(v)
+                       for k, v in (freeze or {}).items()}
         self.opsets: dict[str, int] = {}
         for imp in model.opset_import:
             self.opsets["" if imp.domain in DEFAULT_DOMAINS else imp.domain] = int(imp.version)
@@ -407,16 +470,18 @@ class OnnxImporter:
             scope.values[inp.name] = value
             self.input_values[inp.name] = value
         self.convert_nodes(builder, scope, graph.node)
-        outputs = []
+        outputs, structure = [], []
         for out in graph.output:
             v = scope.lookup(out.name)
             if v is None:
                 raise OnnxImportError(format_error(f"ONNX graph output '{out.name}'",
                                                    "is produced by no node",
                                                    fix="Fix the exporter output"))
-            outputs.append(builder.materialize(v))
+            structure.append(_flatten(builder, v, outputs))
         if not outputs:
-            raise OnnxImportError(format_error("ONNX graph", "has no outputs"))
+            raise OnnxImportError(format_error("ONNX graph", "has no tensor outputs",
+                                               fix="Every output is an empty sequence or "
+                                                   "optional; nothing to compute"))
         g = Graph(outputs)
         used = set(g.index.input_names)
         params = {k: v for k, v in builder.params.items() if k in used}
@@ -427,13 +492,28 @@ class OnnxImporter:
         g = g.with_attrs(shape_inputs=shapes, dtype_inputs=dtypes,
                          onnx_output_names=[o.name for o in graph.output],
                          onnx_opset=self.opsets.get("", 1))
+        if any(st != "tensor" for st in structure):
+            g = g.with_attrs(onnx_output_structure=structure)
         return g, params
 
     def _input_value(self, builder: GraphBuilder, inp) -> Value:
         where = f"ONNX graph input '{inp.name}'"
+        if inp.type.WhichOneof("value") in ("sequence_type", "optional_type"):
+            if inp.name in self.freeze:
+                return self._structured_input(builder, inp.name, inp.type, None,
+                                              self.freeze[inp.name], True, where)
+            if inp.name not in self.shape:
+                raise NeedsConstantError(format_error(
+                    where, f"is a {inp.type.WhichOneof('value').split('_')[0]}; its structure "
+                    "must be known at import time",
+                    fix=f"Pass shape={{'{inp.name}': [shape of each element]}} (None for an "
+                        "empty optional)"), [inp.name], [])
+            return self._structured_input(builder, inp.name, inp.type, self.shape[inp.name],
+                                          None, False, where)
         tt = inp.type.tensor_type if inp.type.HasField("tensor_type") else None
         if tt is None:
-            raise OnnxUnsupportedError(format_error(where, "only tensor inputs are supported",
+            raise OnnxUnsupportedError(format_error(where, "only tensor, sequence and optional "
+                                                    "inputs are supported",
                                                     got=inp.type.WhichOneof("value")))
         dtype = onnx_dtype_name(tt.elem_type, where) if tt.elem_type else None
         user_dtype = self.dtype.get(inp.name) if isinstance(self.dtype, Mapping) else \
@@ -441,6 +521,7 @@ class OnnxImporter:
         if user_dtype is not None:
             user_dtype = np.dtype(user_dtype).name if not isinstance(user_dtype, str) \
                 else user_dtype
+            user_dtype = "string" if user_dtype == "object" else user_dtype
             if dtype is not None and user_dtype != dtype:
                 raise OnnxImportError(format_error(where, "dtype contradicts the model",
                                                    dtype, user_dtype))
@@ -462,7 +543,7 @@ class OnnxImporter:
             return Value(inp.name, const=np.asarray(arr, order="C"))
         shape = None
         if inp.name in self.shape:
-            shape = self.shape[inp.name]
+            shape = tuple(int(d) for d in self.shape[inp.name])
             self._check_shape(where, dims, shape)
             symbolic = []
         elif dims is not None and not symbolic:
@@ -472,6 +553,54 @@ class OnnxImporter:
         builder.names.add(inp.name)
         return Value(inp.name, entry=entry, shape=shape, dtype=dtype, rank=rank,
                      symbolic=symbolic)
+
+    def _structured_input(self, builder, name, type_proto, spec, frozen, is_frozen, where):
+        """A sequence / optional graph input from its element shapes (or frozen values)."""
+        kind = type_proto.WhichOneof("value")
+        if kind == "optional_type":
+            if (frozen if is_frozen else spec) is None:
+                return OptValue(name, None)
+            return OptValue(name, self._structured_input(
+                builder, name, type_proto.optional_type.elem_type, spec, frozen, is_frozen,
+                where))
+        if kind == "sequence_type":
+            elem = type_proto.sequence_type.elem_type
+            if elem.WhichOneof("value") != "tensor_type":
+                raise OnnxUnsupportedError(format_error(where, "only sequences of tensors are "
+                                                        "supported"))
+            dtype = onnx_dtype_name(elem.tensor_type.elem_type, where) \
+                if elem.tensor_type.elem_type else None
+            values = frozen if is_frozen else spec
+            if not isinstance(values, (list, tuple)):
+                raise OnnxImportError(format_error(where, "a sequence input needs a list",
+                                                   "list of element shapes or arrays",
+                                                   type(values).__name__))
+            items = []
+            for k, item in enumerate(values):
+                var = f"{name}.{k}"
+                if is_frozen:
+                    arr = np.asarray(item)
+                    items.append(Value(var, const=arr.astype(np_dtype(dtype)) if dtype else arr))
+                    continue
+                shape = tuple(int(d) for d in item)
+                value = Value(var, entry=builder.variable(var, shape, dtype), shape=shape,
+                              dtype=dtype)
+                builder.names.add(var)
+                self.input_values[var] = value
+                items.append(value)
+            return SeqValue(name, items, dtype)
+        if kind == "tensor_type":
+            dtype = onnx_dtype_name(type_proto.tensor_type.elem_type, where)
+            if is_frozen:
+                return Value(name, const=np.asarray(frozen).astype(np_dtype(dtype)))
+            shape = tuple(int(d) for d in spec)
+            value = Value(name, entry=builder.variable(name, shape, dtype), shape=shape,
+                          dtype=dtype)
+            builder.names.add(name)
+            self.input_values[name] = value
+            return value
+        raise OnnxUnsupportedError(format_error(where, f"inputs of type {kind} are not "
+                                                "supported"))
 
     @staticmethod
     def _check_shape(where: str, dims, shape) -> None:
@@ -584,6 +713,9 @@ class OnnxImporter:
                 raise OnnxUnsupportedError(format_error(where, f"output {k} ('{name}') is not "
                                                         "supported by the converter"))
             v = outs[k]
+            if isinstance(v, STRUCTURED):
+                scope.values[name] = v
+                continue
             if v.const is not None:
                 v = Value(name, const=v.const)
             else:
@@ -702,7 +834,7 @@ class _CaptureScope(Scope):
         if name in self._local:
             return self._local[name]
         v = self.outer.lookup(name)
-        if v is None or v.const is not None:
+        if v is None or v.const is not None or isinstance(v, STRUCTURED):
             return v
         var = self.builder.unique(name)
         local = Value(name, entry=self.builder.variable(var, v.shape, v.dtype), shape=v.shape,
@@ -710,6 +842,38 @@ class _CaptureScope(Scope):
         self.captured_list.append((var, v))
         self._local[name] = local
         return local
+
+
+def _flatten(builder: GraphBuilder, value, entries: list):
+    """Append the tensor entries of an output value; returns its structure record:
+    ``"tensor"``, ``["sequence", n]`` or ``["optional", None | structure]``."""
+    if isinstance(value, SeqValue):
+        for item in value.items:
+            entries.append(builder.materialize(item))
+        return ["sequence", len(value.items)]
+    if isinstance(value, OptValue):
+        return ["optional", None if value.item is None else
+                _flatten(builder, value.item, entries)]
+    entries.append(builder.materialize(value))
+    return "tensor"
+
+
+def regroup(structure, flat: Sequence) -> list:
+    """Inverse of the importer's output flattening: tensors, lists and None per ONNX output."""
+    flat = list(flat)
+    pos = 0
+
+    def take(st):
+        nonlocal pos
+        if st == "tensor":
+            pos += 1
+            return flat[pos - 1]
+        if st[0] == "sequence":
+            pos += st[1]
+            return list(flat[pos - st[1]:pos])
+        return None if st[1] is None else take(st[1])
+
+    return [take(st) for st in structure]
 
 
 def _schema_function(node, opset: int, inputs=None):

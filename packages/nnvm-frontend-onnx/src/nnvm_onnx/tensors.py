@@ -21,6 +21,8 @@ def onnx_dtype_name(elem_type: int, where: str) -> str:
 
     if elem_type == TensorProto.BFLOAT16:
         return "bfloat16"
+    if elem_type == TensorProto.STRING:
+        return "string"
     try:
         name = np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)).name
     except (KeyError, TypeError, ValueError):
@@ -40,15 +42,16 @@ def onnx_elem_type(dtype: str) -> int:
 
     if dtype == "bfloat16":
         return TensorProto.BFLOAT16
+    if dtype == "string":
+        return TensorProto.STRING
     return helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
 
 
 def np_dtype(name: str):
-    if name == "bfloat16":
-        import ml_dtypes
+    """The NumPy dtype of an NNVM dtype name (ml_dtypes types, "string" = object)."""
+    from nnvm.dtypes import np_dtype as _np_dtype
 
-        return np.dtype(ml_dtypes.bfloat16)
-    return np.dtype(name)
+    return _np_dtype(name)
 
 
 def tensor_to_array(tensor, where: str, base_dir: str | None = None) -> np.ndarray:

@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from ..backend import BuildConfig, Target, get_backend, parse_target
+from ..dtypes import name_of
 from ..errors import NNVMError, ShapeError, TypeInferenceError, format_error
 from ..ir import Graph
 from ..pass_manager import apply_passes, opt_level_passes
@@ -76,7 +77,7 @@ def _normalize_inputs(graph: Graph, shape, dtype, params) -> tuple[dict, dict, d
             raise ShapeError(format_error(f"build: input '{k}'", "shape contradicts its param",
                                           v.shape, shapes[k]))
         shapes[k] = v.shape
-        dtypes[k] = v.dtype.name
+        dtypes[k] = name_of(v.dtype)
     if isinstance(dtype, (str, np.dtype, type)) and dtype is not None:
         name = np.dtype(dtype).name if not isinstance(dtype, str) else dtype
         for nid in idx.input_nodes:

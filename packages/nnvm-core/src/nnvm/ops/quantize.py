@@ -113,6 +113,39 @@ register_once("dynamic_quantize_linear", doc="ONNX DynamicQuantizeLinear: uint8 
               reference=_dyn_ref, pattern=OPAQUE, support_level=6)
 
 
+def _e8m0_ref(attrs, x):
+    """Float -> float8_e8m0fnu (a bare power of two) by exponent bits, as ONNX Cast does:
+    ml_dtypes rounds to nearest and has no saturation, ONNX defaults to rounding up."""
+    import ml_dtypes
+
+    bits = np.asarray(x, dtype=np.float32).view(np.uint32)
+    exponent = ((bits >> 23) & 0xFF).astype(np.uint16)
+    special = exponent == 0xFF
+    mode = attrs["round_mode"]
+    if mode == "nearest":
+        g, r, s = (bits & 0x400000) > 0, (bits & 0x200000) > 0, (bits & 0x1FFFFF) > 0
+        up = g & (r | s | (exponent > 0))
+    elif mode == "up":
+        up = (bits & 0x7FFFFF) > 0
+    else:
+        up = np.zeros(bits.shape, dtype=bool)
+    up &= ~special
+    if attrs["saturate"]:
+        up &= exponent != 0xFE
+    out = np.where(special, 0xFF, exponent + up).astype(np.uint8)
+    return out.view(ml_dtypes.float8_e8m0fnu)
+
+
+register_once("cast_e8m0", doc="ONNX Cast to FLOAT8E8M0: keep the exponent, round the mantissa "
+              "away (round_mode up/nearest/down); saturate keeps the largest finite exponent.",
+              params=[Param("saturate", "bool", True, "never round up into NaN"),
+                      Param("round_mode", "str", "up", "mantissa rounding",
+                            choices=("up", "nearest", "down"))],
+              shape=first_input_shape,
+              dtype=lambda attrs, ins, outs: (ins, ["float8_e8m0fnu"]), reference=_e8m0_ref,
+              gradient=lambda n, og: [None], pattern=OpPattern.ELEMWISE, support_level=6)
+
+
 # -- integer matmul / conv ----------------------------------------------------------------------
 
 def _matmul_out(a, b):

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from ..dtypes import np_dtype
 from ..errors import ExecutionError, format_error
 from ..ir import Graph
 
@@ -61,9 +62,9 @@ class Module:
         want_shape = self.input_shapes[name]
         want_dtype = self.input_dtypes[name]
         if want_dtype is not None and arr.dtype.name != want_dtype:
-            if arr.dtype.kind == np.dtype(want_dtype).kind or \
-                    np.can_cast(arr.dtype, want_dtype, "same_kind"):
-                arr = arr.astype(want_dtype)
+            want = np_dtype(want_dtype)  # also "string" (object) and ml_dtypes names
+            if arr.dtype.kind == want.kind or np.can_cast(arr.dtype, want, "same_kind"):
+                arr = arr.astype(want)
             else:
                 raise ExecutionError(format_error(f"input '{name}'", "wrong dtype", want_dtype,
                                                   arr.dtype.name, fix=f"Pass x.astype("

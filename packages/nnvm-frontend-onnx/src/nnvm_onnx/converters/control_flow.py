@@ -11,22 +11,26 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import OnnxImportError, format_error
-from ..importer import Scope
+from ..errors import NeedsConstantError, OnnxImportError, OnnxUnsupportedError, format_error
+from ..importer import STRUCTURED, Scope
 from ..registry import converter
 
 
-def _inline_branch(ctx, graph_proto):
-    """Convert a branch's nodes into the enclosing graph; returns its output Values."""
-    scope = Scope(ctx.scope)
-    from ..tensors import tensor_to_array
-    from ..importer import Value
-
-    for t in graph_proto.initializer:
-        scope.values[t.name] = Value(t.name, const=tensor_to_array(t, ctx.where))
-    prefix = (ctx.node.name or ctx.node.output[0]) + "/"
+def inline_graph(ctx, graph_proto, inputs=(), prefix: str | None = None):
+    """Convert a subgraph's nodes into the enclosing graph, its formal inputs bound to
+    ``inputs`` (Values, SeqValues...); returns its output values. Used for If branches with a
+    constant condition, unrolled Loops and SequenceMap."""
     import onnx
 
+    from ..importer import Value
+    from ..tensors import tensor_to_array
+
+    scope = Scope(ctx.scope)
+    for formal, v in zip(graph_proto.input, inputs):
+        scope.values[formal.name] = v
+    for t in graph_proto.initializer:
+        scope.values[t.name] = Value(t.name, const=tensor_to_array(t, ctx.where))
+    prefix = prefix or (ctx.node.name or ctx.node.output[0]) + "/"
     nodes = []
     for n in graph_proto.node:
         m = onnx.NodeProto()
@@ -38,10 +42,19 @@ def _inline_branch(ctx, graph_proto):
     for o in graph_proto.output:
         v = scope.lookup(o.name)
         if v is None:
-            raise OnnxImportError(format_error(ctx.where, f"branch output '{o.name}' is "
+            raise OnnxImportError(format_error(ctx.where, f"subgraph output '{o.name}' is "
                                                "produced by no node"))
         outs.append(v)
     return outs
+
+
+def _inline_branch(ctx, graph_proto):
+    return inline_graph(ctx, graph_proto)
+
+
+def _returns_structured(graph_proto) -> bool:
+    return any(o.type.WhichOneof("value") in ("sequence_type", "optional_type")
+               for o in graph_proto.output)
 
 
 def _capture_inputs(captured):
@@ -55,6 +68,9 @@ def _if(ctx, node):
     if cond.const is not None:
         take = bool(np.asarray(cond.const).reshape(-1)[0])
         return _inline_branch(ctx, then_g if take else else_g)
+    if _returns_structured(then_g) or _returns_structured(else_g):
+        raise ctx.importer.needs_constant(ctx, cond, "the condition (a branch returns a "
+                                          "sequence or optional, resolved at import time)")
     t_graph, t_params, _, t_cap, t_outs = ctx.subgraph(then_g)
     e_graph, e_params, _, e_cap, e_outs = ctx.subgraph(else_g)
     t_graph = t_graph.with_attrs(params=t_params)
@@ -83,8 +99,23 @@ def _loop(ctx, node):
     cond = ctx.input(1) if ctx.has_input(1) else ctx.constant(np.array(True))
     carried = [ctx.input(i) for i in range(2, ctx.num_inputs)]
     nc = len(carried)
+    if any(isinstance(v, STRUCTURED) for v in carried) or _returns_structured(body):
+        return _unroll_loop(ctx, body, trip, cond, carried)
     specs = [((), "int64"), ((), "bool")] + [(v.shape, v.dtype) for v in carried]
-    g, params, formal, captured, outs = ctx.subgraph(body, input_specs=specs)
+    try:
+        g, params, formal, captured, outs = ctx.subgraph(body, input_specs=specs)
+    except NeedsConstantError as exc:
+        # The body needs a per-iteration constant (a Slice bound computed from the
+        # iteration number...): unroll when the trip count is known and small.
+        if exc.inputs:  # it needs a value of the enclosing graph: not an unrolling matter
+            raise
+        if trip.const is None:
+            raise ctx.importer.needs_constant(ctx, trip, "the trip count (the body needs "
+                                              "per-iteration constants, so the loop is "
+                                              "unrolled)") from None
+        if int(trip.const.reshape(-1)[0]) > _MAX_UNROLL:
+            raise
+        return _unroll_loop(ctx, body, trip, cond, carried)
     ns = len(outs) - 1 - nc
     if ns < 0:
         raise OnnxImportError(format_error(ctx.where, "body has fewer outputs than carried "
@@ -115,16 +146,105 @@ def _loop(ctx, node):
                         output_dtypes=tuple(dtypes), subgraphs=[g.with_attrs(params=params)])
 
 
+#: Most iterations a Loop is unrolled into at import time.
+_MAX_UNROLL = 4096
+
+
+def _unroll_loop(ctx, body, trip, cond, carried):
+    """Unroll a Loop at import time: needed when it carries sequences or optionals (their
+    structure changes per iteration) or when its body needs per-iteration constants. The
+    trip count and every condition must be known at import time."""
+    from ..importer import Value
+
+    if cond.const is None:
+        raise ctx.importer.needs_constant(ctx, cond, "the loop condition (the loop is "
+                                          "unrolled at import time)")
+    if trip.const is None:
+        raise ctx.importer.needs_constant(ctx, trip, "the trip count (the loop is unrolled "
+                                          "at import time)")
+    limit = int(trip.const.reshape(-1)[0])
+    go = bool(cond.const.reshape(-1)[0])
+    nc = len(carried)
+    scans: list[list] = []
+    base = ctx.node.name or ctx.node.output[0]
+    i = 0
+    while go and i < limit:
+        if i >= _MAX_UNROLL:
+            raise OnnxUnsupportedError(format_error(
+                ctx.where, f"the loop runs more than {_MAX_UNROLL} iterations, too many to "
+                "unroll", fix="Carry tensors instead of sequences, or bound the trip count"))
+        it = Value(f"{base}_iter{i}", const=np.array(i, dtype=np.int64))
+        c = Value(f"{base}_cond{i}", const=np.array(go))
+        outs = inline_graph(ctx, body, [it, c, *carried], prefix=f"{base}/iter{i}/")
+        if len(outs) < 1 + nc:
+            raise OnnxImportError(format_error(ctx.where, "body has fewer outputs than "
+                                               "carried values", 1 + nc, len(outs)))
+        if outs[0].const is None:
+            raise ctx.importer.needs_constant(ctx, outs[0], "the body's condition output "
+                                              "(the loop is unrolled at import time)")
+        go = bool(np.asarray(outs[0].const).reshape(-1)[0])
+        carried = list(outs[1:1 + nc])
+        if not scans:
+            scans = [[] for _ in outs[1 + nc:]]
+        for acc, v in zip(scans, outs[1 + nc:]):
+            acc.append(v)
+        i += 1
+    if i == 0 and len(body.output) > 1 + nc:
+        raise OnnxUnsupportedError(format_error(ctx.where, "a loop that runs zero times has "
+                                                "scan outputs of unknown element shape"))
+    stacked = []
+    for acc in scans:
+        parts = [ctx.op("expand_dims", v, axis=0) for v in acc]
+        stacked.append(parts[0] if len(parts) == 1 else
+                       ctx.op("concatenate", *parts, axis=0))
+    return carried + stacked
+
+
 @converter("Scan", since=9, requires=("scan",))
 def _scan(ctx, node):
-    body = ctx.attr("body")
     nx = ctx.attr("num_scan_inputs")
     ins = [ctx.input(i) for i in range(ctx.num_inputs)]
     ns = len(ins) - nx
+    return _scan_core(ctx, ins[:ns], ins[ns:], ctx.attr("scan_input_axes", [0] * nx),
+                      list(ctx.attr("scan_input_directions", [0] * nx)))
+
+
+@converter("Scan", since=8, requires=("scan",))
+def _scan_v8(ctx, node):
+    """Scan-8 has a leading batch axis on every state and scan input (and optional
+    per-batch sequence lengths): one opset-9 scan per batch element, results stacked."""
+    nx = ctx.attr("num_scan_inputs")
+    ins = [ctx.input(i) if ctx.has_input(i) else None for i in range(ctx.num_inputs)]
+    lens, ins = ins[0], ins[1:]
+    ns = len(ins) - nx
     states, xs = ins[:ns], ins[ns:]
-    in_axes = [a % max(ctx.rank(x), 1) for a, x in
-               zip(ctx.attr("scan_input_axes", [0] * nx), xs)]
-    in_dirs = list(ctx.attr("scan_input_directions", [0] * nx))
+    batch = ctx.shape(states[0] if states else xs[0])[0]
+    if lens is not None:
+        steps = ctx.shape(xs[0])[1] if xs else 0
+        if any(int(n) != steps for n in np.asarray(ctx.const(0)).reshape(-1)):
+            raise OnnxUnsupportedError(format_error(
+                ctx.where, "Scan-8 with sequence lengths shorter than the scan axis",
+                fix="Pad to full length or use opset >= 9 Scan"))
+    from .tensor import reshape_to, slice_axis
+
+    def row(v, b):
+        return reshape_to(ctx, slice_axis(ctx, v, 0, b, b + 1), ctx.shape(v)[1:])
+
+    per_batch = []
+    for b in range(batch):
+        per_batch.append(_scan_core(ctx, [row(v, b) for v in states], [row(v, b) for v in xs],
+                                    [0] * nx, list(ctx.attr("directions", [0] * nx))))
+    outs = []
+    for k in range(len(per_batch[0]) if per_batch else 0):
+        parts = [ctx.op("expand_dims", res[k], axis=0) for res in per_batch]
+        outs.append(parts[0] if len(parts) == 1 else ctx.op("concatenate", *parts, axis=0))
+    return outs
+
+
+def _scan_core(ctx, states, xs, in_axes, in_dirs):
+    body = ctx.attr("body")
+    nx, ns = len(xs), len(states)
+    in_axes = [a % max(ctx.rank(x), 1) for a, x in zip(in_axes, xs)]
     specs = [(v.shape, v.dtype) for v in states]
     for x, ax in zip(xs, in_axes):
         shp = ctx.shape(x)

@@ -7,6 +7,8 @@ import numpy as np
 from ..errors import OnnxImportError, OnnxUnsupportedError, format_error
 from ..registry import converter
 from ..tensors import np_dtype, onnx_dtype_name
+from nnvm.dtypes import is_float
+
 from .common import cast, chain
 
 # -- unary ops with an NNVM op of the same meaning --------------------------------------------
@@ -186,18 +188,35 @@ def _dropout(ctx, node):
     return outs
 
 
+#: float8 types whose ONNX Cast saturates by default (out-of-range -> +-max, not inf/NaN).
+_SATURATING = {"float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz"}
+
+
+def _cast_to(ctx, x, to):
+    """ONNX Cast semantics on NNVM ops: float8 saturation is a clip to the type's range
+    before the (IEEE-rounding) cast, and float8_e8m0 has its own exponent-rounding kernel."""
+    if x.dtype == to:
+        return ctx.op("copy", x)
+    saturate = bool(ctx.attr("saturate", 1))
+    if to == "float8_e8m0fnu":
+        return ctx.op("cast_e8m0", x, saturate=saturate,
+                      round_mode=ctx.attr("round_mode", "up"))
+    if to in _SATURATING and saturate and x.dtype is not None and is_float(x.dtype):
+        import ml_dtypes
+
+        hi = float(ml_dtypes.finfo(np_dtype(to)).max)
+        x = ctx.op("clip", x, a_min=-hi, a_max=hi)
+    return ctx.op("cast", x, dtype=to)
+
+
 @converter("Cast", requires=("cast",))
 def _cast(ctx, node):
-    to = onnx_dtype_name(ctx.attr("to"), ctx.where)
-    x = ctx.input(0)
-    return [ctx.op("cast", x, dtype=to) if x.dtype != to else ctx.op("copy", x)]
+    return [_cast_to(ctx, ctx.input(0), onnx_dtype_name(ctx.attr("to"), ctx.where))]
 
 
 @converter("CastLike", requires=("cast",))
 def _cast_like(ctx, node):
-    to = ctx.dtype(1)
-    x = ctx.input(0)
-    return [ctx.op("cast", x, dtype=to) if x.dtype != to else ctx.op("copy", x)]
+    return [_cast_to(ctx, ctx.input(0), ctx.dtype(1))]
 
 
 @converter("Constant")

@@ -330,7 +330,8 @@ def _d2s(ctx, node):
 
 @converter("SpaceToDepth", requires=("space_to_depth",))
 def _s2d(ctx, node):
-    return [ctx.op("space_to_depth", ctx.input(0), blocksize=ctx.attr("blocksize"))]
+    return [ctx.op("space_to_depth", ctx.input(0), blocksize=ctx.attr("blocksize"),
+                   mode=ctx.attr("mode", "DCR"))]
 
 
 @converter("NonZero", requires=("non_zero",))
