@@ -25,7 +25,7 @@ def nnvm_register_ops(registry) -> None:
 
     Called when the op registry is first used. Use ``registry.register_op(...)`` for new
     ops and ``registry.set_op_attr(op, key, value, plevel)`` to add or override attributes
-    of existing ones (a backend adds its lowering rules this way).
+    of existing ones (e.g. a target's FAlterOpLayout hook, or a faster FReference kernel).
 
     Args:
         registry: the ``nnvm.op`` module (``register_op``, ``set_op_attr``, ``add_alias``,
