@@ -14,6 +14,21 @@ from nnvm.ir import Graph
 
 from .lowering import unsupported_reason
 
+#: dtypes a kernel can take or return: NumPy exports these through DLPack (ml_dtypes'
+#: bfloat16/float8/int4 are opaque to DLPack, so ops on them run their reference kernels)
+KERNEL_DTYPES = frozenset(("bool", "float16", "float32", "float64", "int8", "int16", "int32",
+                           "int64", "uint8", "uint16", "uint32", "uint64"))
+
+
+def data_reason(node, shapes, dtypes) -> str | None:
+    """Why a node's tensors cannot cross into a compiled kernel, or None."""
+    for s, t in zip(shapes, dtypes):
+        if t is not None and t not in KERNEL_DTYPES:
+            return f"dtype {t} (llvm kernels take {', '.join(sorted(KERNEL_DTYPES))})"
+        if s is not None and any(int(d) == 0 for d in s):
+            return f"zero-size tensor of shape {tuple(s)}"
+    return None
+
 
 @dataclasses.dataclass
 class Group:
@@ -33,6 +48,7 @@ def partition(graph: Graph) -> list[Group]:
     """Groups in execution order (by root id)."""
     idx = graph.index
     shapes = graph.attrs["shape"]
+    dtypes = graph.attrs.get("dtype") or [None] * len(shapes)
     rptr = idx.entry_rptr
     roots = graph.attrs.get("group_root")
     masters = graph.attrs.get("group_master")
@@ -49,7 +65,10 @@ def partition(graph: Graph) -> list[Group]:
         reasons = {}
         for nid in nodes:
             ins = [shapes[rptr[i] + k] for i, k, _ in idx.inputs[nid]]
-            r = unsupported_reason(idx.nodes[nid], ins)
+            entries = [rptr[i] + k for i, k, _ in idx.inputs[nid]] + list(
+                range(rptr[nid], rptr[nid + 1]))
+            r = unsupported_reason(idx.nodes[nid], ins) or data_reason(
+                idx.nodes[nid], [shapes[e] for e in entries], [dtypes[e] for e in entries])
             if r is not None:
                 reasons[nid] = r
         if not reasons:

@@ -91,7 +91,8 @@ _UNARY: dict[str, Callable[[Any], Any]] = {
     "reciprocal": lambda x: _const(1, x.dtype) / x,
     "sign": lambda x: tvm.tirx.Select(x > 0, _const(1, x.dtype), tvm.tirx.Select(
         x < 0, _const(-1, x.dtype), _const(0, x.dtype))),
-    "softplus": lambda x: te.log(_const(1, x.dtype) + te.exp(x)),
+    "softplus": lambda x: te.max(x, _const(0, x.dtype)) + te.log(
+        _const(1, x.dtype) + te.exp(-te.abs(x))),
     "softsign": lambda x: x / (_const(1, x.dtype) + te.abs(x)),
     "copy": lambda x: x, "block_grad": lambda x: x, "dropout": lambda x: x,
     "zeros_like": lambda x: _const(0, x.dtype), "ones_like": lambda x: _const(1, x.dtype),
@@ -240,6 +241,10 @@ def _reduce_axes(attrs, ndim):
 def _reduce_rule(fn, mean=False):
     def rule(attrs, ins, outs, ctx):
         x = ins[0]
+        if str(x.dtype) == "bool":  # max/min of bools: any/all, computed on int8
+            xi = te.compute(x.shape, lambda *i: x[i].astype("int8"), name=ctx.name + "_i8")
+            y = rule(attrs, [xi], [(outs[0][0], "int8")], ctx)
+            return te.compute(y.shape, lambda *i: y[i] != _const(0, "int8"), name=ctx.name)
         axes = _reduce_axes(attrs, len(x.shape))
         if not axes:
             return te.compute(outs[0][0], lambda *i: x[i], name=ctx.name)
@@ -309,18 +314,25 @@ def _dense(attrs, ins, outs, ctx):
     return topi.reshape(y, out_shape) if tuple(out_shape) != (m, n) else y
 
 
-def _matmul_supports(attrs, shapes):
-    if any(s is None or len(s) < 2 for s in shapes):
-        return "matmul of 1-D operands (llvm lowers 2-D and batched)"
-    return None
-
-
-@register("matmul", "reduce", supports=_matmul_supports)
+@register("matmul", "reduce")
 def _matmul(attrs, ins, outs, ctx):
-    """Batched matmul with numpy broadcasting of the batch axes."""
+    """Batched matmul with numpy broadcasting of the batch axes; 1-D operands are promoted
+    to matrices (a row for the left, a column for the right) as numpy.matmul does."""
     a, b = ins
     ta, tb = bool(attrs["transpose_a"]), bool(attrs["transpose_b"])
     out_shape = outs[0][0]
+    if len(a.shape) == 1 or len(b.shape) == 1:
+        a2 = topi.reshape(a, (1, int(a.shape[0]))) if len(a.shape) == 1 else a
+        b2 = topi.reshape(b, (int(b.shape[0]), 1)) if len(b.shape) == 1 else b
+        ta = ta and len(a.shape) > 1
+        tb = tb and len(b.shape) > 1
+        mid = list(np.broadcast_shapes(tuple(int(d) for d in a2.shape[:-2]),
+                                       tuple(int(d) for d in b2.shape[:-2])))
+        mid += [int(a2.shape[-1] if ta else a2.shape[-2]), int(b2.shape[-2] if tb else
+                                                               b2.shape[-1])]
+        y = _matmul(dict(attrs, transpose_a=ta, transpose_b=tb), [a2, b2],
+                    [(tuple(mid), outs[0][1])], ctx)
+        return topi.reshape(y, out_shape)
     nb = len(out_shape) - 2
     k_dim = int(a.shape[-2] if ta else a.shape[-1])
     k = te.reduce_axis((0, k_dim), "k")
@@ -329,12 +341,18 @@ def _matmul(attrs, ins, outs, ctx):
         off = nb - (len(t.shape) - 2)
         return [0 if int(t.shape[d]) == 1 else idx[d + off] for d in range(len(t.shape) - 2)]
 
+    dtype = outs[0][1]
+    acc = "float32" if dtype in ("float16", "bfloat16") else dtype  # as the reference
+
     def body(*idx):
         i, j = idx[-2], idx[-1]
         ai = batch(a, idx) + ([k, i] if ta else [i, k])
         bi = batch(b, idx) + ([j, k] if tb else [k, j])
-        return te.sum(a[tuple(ai)] * b[tuple(bi)], axis=k)
-    return te.compute(out_shape, body, name="anchor_matmul")
+        return te.sum(a[tuple(ai)].astype(acc) * b[tuple(bi)].astype(acc), axis=k)
+    y = te.compute(out_shape, body, name="anchor_matmul")
+    if acc != dtype:
+        return te.compute(out_shape, lambda *i: y[i].astype(dtype), name=ctx.name)
+    return y
 
 
 # -- conv2d -------------------------------------------------------------------------------
@@ -355,10 +373,12 @@ def _conv_supports(attrs, shapes):
         return f"out_layout {attrs['out_layout']}"
     if attrs.get("out_dtype", "same") not in ("same", "", None):
         return f"out_dtype {attrs['out_dtype']} (llvm computes in the input dtype)"
-    groups, cin = attrs.get("groups", 1), shapes[0][1] if shapes[0] else None
-    if groups != 1 and not (groups == cin and attrs["channels"] == cin):
-        return f"grouped convolution with groups={groups} (llvm lowers 1 and depthwise)"
     return None
+
+
+def _depthwise(attrs, in_channels) -> bool:
+    groups = attrs.get("groups", 1)
+    return groups != 1 and groups == in_channels and attrs["channels"] == in_channels
 
 
 def conv_block(oc: int, lanes: int) -> int:
@@ -385,6 +405,10 @@ def _padded(x, pads, name):
 @register("conv2d", "conv2d", pack=_conv_pack, supports=_conv_supports)
 def _conv2d(attrs, ins, outs, ctx):
     x, w = ins[0], ins[1]
+    if attrs.get("groups", 1) != 1 and not _depthwise(attrs, int(x.shape[1])):
+        from .lowering_nn import grouped_conv2d
+
+        return grouped_conv2d(attrs, ins, outs, ctx)
     (kh, kw), (sh, sw), (dh, dw), pads = _conv_geometry(attrs)
     (n, oc, oh, ow), dtype = outs[0]
     xp = _padded(x, pads, ctx.name)
@@ -414,7 +438,9 @@ def _conv2d(attrs, ins, outs, ctx):
 
 
 def _lowering_kind_of_conv(attrs):
-    return "depthwise" if attrs.get("groups", 1) != 1 else "conv2d"
+    if attrs.get("groups", 1) == 1:
+        return "conv2d"
+    return "depthwise" if attrs.get("groups") == attrs.get("channels") else "reduce"
 
 
 # -- pooling ------------------------------------------------------------------------------
@@ -494,3 +520,7 @@ def kind_of(node) -> str:
 
 def packed_input_shape(layout: str, shape, block: int) -> tuple:
     return packed_shape(layout, tuple(shape), block)
+
+
+# the ONNX-family rules live next door; importing them registers them here
+from . import lowering_math, lowering_nn, lowering_transform  # noqa: E402,F401

@@ -1,0 +1,483 @@
+"""Lowering rules of the ONNX-form neural-network ops: N-d and grouped convolution,
+transposed convolution, N-d pooling (with max_pool's argmax indices), the normalisations
+(batch/layer/instance/group/RMS/Lp/MVN/LRN) and hardmax.
+
+Windows are written with bounds tests instead of materialised padding (``if_then_else`` is
+lazy, so out-of-range elements are never read); this keeps one rule for every spatial rank
+and every ceil-mode/dilation combination the reference kernels in ``nn_nd.py`` accept.
+Statistics of the normalisations accumulate in float32 (float64 for float64 inputs).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tvm
+from tvm import te, topi
+
+from .lowering import _const, register
+
+_lazy = tvm.tirx.if_then_else
+
+
+def _acc(dtype: str) -> str:
+    return "float64" if dtype == "float64" else "float32"
+
+
+def _spatial(attrs, key, nsp, fill):
+    v = attrs.get(key)
+    return tuple(int(a) for a in v) if v else (fill,) * nsp
+
+
+def _inside(coords, sizes):
+    conds = [tvm.tirx.And(c >= 0, c < n) for c, n in zip(coords, sizes)]
+    out = conds[0]
+    for c in conds[1:]:
+        out = tvm.tirx.And(out, c)
+    return out
+
+
+# -- convolution --------------------------------------------------------------------------------
+
+def _conv_nd(x, w, bias, strides, pads_begin, dilations, groups, out_shape, dtype, name):
+    nsp = len(out_shape) - 2
+    cg = int(w.shape[1])
+    cog = int(w.shape[0]) // groups
+    sizes = [int(d) for d in x.shape[2:]]
+    kk = [int(d) for d in w.shape[2:]]
+    rc = te.reduce_axis((0, cg), "rc")
+    rk = [te.reduce_axis((0, k), f"rk{i}") for i, k in enumerate(kk)]
+    acc = _acc(dtype) if "float" in dtype else dtype
+    padded = any(pads_begin) or any(
+        (int(out_shape[2 + i]) - 1) * strides[i] + (kk[i] - 1) * dilations[i] + 1 > sizes[i]
+        for i in range(nsp))
+
+    def body(n, co, *o):
+        ci = (co // cog) * cg + rc
+        coords = [o[i] * strides[i] - pads_begin[i] + rk[i] * dilations[i] for i in range(nsp)]
+        xv = x[(n, ci) + tuple(coords)]
+        if padded:
+            xv = _lazy(_inside(coords, sizes), xv, _const(0, x.dtype))
+        return te.sum(xv.astype(acc) * w[(co, rc) + tuple(rk)].astype(acc), axis=[rc] + rk)
+    y = te.compute(out_shape, body, name="anchor_conv")
+    if bias is not None:
+        return te.compute(out_shape, lambda n, c, *o: (y[(n, c) + o] + bias[c].astype(acc)
+                                                       ).astype(dtype), name=name + "_bias")
+    if acc != dtype:
+        return te.compute(out_shape, lambda *i: y[i].astype(dtype), name=name + "_cast")
+    return y
+
+
+@register("conv", "reduce")
+def _conv(attrs, ins, outs, ctx):
+    x, w = ins[0], ins[1]
+    out_shape, dtype = outs[0]
+    nsp = len(out_shape) - 2
+    pads = _spatial(attrs, "pads", 2 * nsp, 0)
+    return _conv_nd(x, w, ins[2] if len(ins) > 2 else None,
+                    _spatial(attrs, "strides", nsp, 1), pads[:nsp],
+                    _spatial(attrs, "dilations", nsp, 1), int(attrs["groups"]), out_shape, dtype,
+                    ctx.name)
+
+
+def grouped_conv2d(attrs, ins, outs, ctx):
+    """``conv2d`` with 1 < groups < channels (the 2-D rule covers 1 and depthwise)."""
+    x, w = ins[0], ins[1]
+    out_shape, dtype = outs[0]
+    p = tuple(attrs["padding"])
+    pt, pl = (p[0], p[1])
+    return _conv_nd(x, w, ins[2] if len(ins) > 2 else None, tuple(attrs["strides"]),
+                    (pt, pl), tuple(attrs["dilation"]), int(attrs["groups"]), out_shape, dtype,
+                    ctx.name)
+
+
+def _tconv_pads(attrs, x, w):
+    """(strides, pads_begin, dilations) of conv_transpose as the reference derives them."""
+    from nnvm.ops.nn_nd import _tconv_pads as ref_pads
+
+    s, pb, _, d, _ = ref_pads(attrs, tuple(int(v) for v in x.shape),
+                              tuple(int(v) for v in w.shape))
+    return s, pb, d
+
+
+@register("conv_transpose", "reduce")
+def _conv_transpose(attrs, ins, outs, ctx):
+    x, w = ins[0], ins[1]
+    out_shape, dtype = outs[0]
+    nsp = len(out_shape) - 2
+    s, pb, d = _tconv_pads(attrs, x, w)
+    groups = int(attrs["groups"])
+    cig = int(x.shape[1]) // groups
+    cog = int(w.shape[1])
+    sizes = [int(v) for v in x.shape[2:]]
+    kk = [int(v) for v in w.shape[2:]]
+    acc = _acc(dtype)
+    rc = te.reduce_axis((0, cig), "rc")
+    rk = [te.reduce_axis((0, k), f"rk{i}") for i, k in enumerate(kk)]
+
+    def body(n, co, *o):
+        ci = (co // cog) * cig + rc
+        num = [o[i] + pb[i] - rk[i] * d[i] for i in range(nsp)]
+        coords = [te.floordiv(num[i], s[i]) for i in range(nsp)]
+        ok = _inside(coords, sizes)
+        for i in range(nsp):
+            if s[i] > 1:
+                ok = tvm.tirx.And(ok, te.floormod(num[i], s[i]) == 0)
+        xv = _lazy(tvm.tirx.And(ok, _inside(num, [s[i] * sizes[i] for i in range(nsp)])),
+                   x[(n, ci) + tuple(coords)], _const(0, x.dtype))
+        return te.sum(xv.astype(acc) * w[(ci, co % cog) + tuple(rk)].astype(acc),
+                      axis=[rc] + rk)
+    y = te.compute(out_shape, body, name="anchor_conv_transpose")
+    if len(ins) > 2:
+        b = ins[2]
+        return te.compute(out_shape, lambda n, c, *o: (y[(n, c) + o] + b[c].astype(acc)
+                                                       ).astype(dtype), name=ctx.name + "_bias")
+    return te.compute(out_shape, lambda *i: y[i].astype(dtype), name=ctx.name)
+
+
+# -- pooling ------------------------------------------------------------------------------------
+
+def _pool_setup(attrs, x, out_shape):
+    k = tuple(int(v) for v in attrs["kernel_shape"])
+    nsp = len(k)
+    s = _spatial(attrs, "strides", nsp, 1)
+    pads = _spatial(attrs, "pads", 2 * nsp, 0)
+    d = _spatial(attrs, "dilations", nsp, 1)
+    rk = [te.reduce_axis((0, kv), f"rk{i}") for i, kv in enumerate(k)]
+    sizes = [int(v) for v in x.shape[2:]]
+    return k, s, pads[:nsp], pads[nsp:], d, rk, sizes
+
+
+def _ipow(v, p: int):
+    """|v| ** p for a small integer p, as repeated products (TVM warns on pow(x, >=3))."""
+    a = te.abs(v)
+    out = a
+    for _ in range(p - 1):
+        out = out * a
+    return out
+
+
+def _low(dtype):
+    return -np.inf if "float" in dtype else int(np.iinfo(dtype).min)
+
+
+@register("max_pool", "reduce")
+def _max_pool(attrs, ins, outs, ctx):
+    x = ins[0]
+    (out_shape, dtype), (_, idx_dtype) = outs[0], outs[1]
+    k, s, pb, pe, d, rk, sizes = _pool_setup(attrs, x, out_shape)
+    nsp = len(k)
+    low = _low(dtype)
+    kflat_strides = [int(np.prod(k[i + 1:])) for i in range(nsp)]
+
+    def fcombine(a, b):
+        take_b = tvm.tirx.Or(b[1] > a[1], tvm.tirx.And(b[1] == a[1], b[0] < a[0]))
+        return (tvm.tirx.Select(take_b, b[0], a[0]), tvm.tirx.Select(take_b, b[1], a[1]))
+
+    def fidentity(t0, t1):
+        return tvm.tirx.const(1 << 30, t0), _const(low, t1)
+
+    reducer = te.comm_reducer(fcombine, fidentity, name="maxpool_arg")
+
+    def body(n, c, *o):
+        coords = [o[i] * s[i] - pb[i] + rk[i] * d[i] for i in range(nsp)]
+        v = _lazy(_inside(coords, sizes), x[(n, c) + tuple(coords)], _const(low, dtype))
+        kpos = sum(rk[i] * kflat_strides[i] for i in range(nsp))
+        return reducer((kpos.astype("int32") if not isinstance(kpos, int) else
+                        tvm.tirx.const(kpos, "int32"), v), axis=rk)
+    kpos, y = te.compute(out_shape, body, name="anchor_maxpool")
+    column_major = int(attrs.get("storage_order", 0)) == 1
+    total = int(np.prod(sizes))
+
+    def index(n, c, *o):
+        kp = kpos[(n, c) + o].astype("int64")
+        coords = []
+        for i in range(nsp):
+            ki = te.floormod(te.floordiv(kp, kflat_strides[i]), k[i])
+            coords.append(o[i].astype("int64") * s[i] - pb[i] + ki * d[i])
+        lin = _const(0, "int64")
+        order = reversed(range(nsp)) if column_major else range(nsp)
+        for i in order:
+            lin = lin * sizes[i] + coords[i]
+        nc = n.astype("int64") * int(x.shape[1]) + c.astype("int64")
+        return (nc * total + lin).astype(idx_dtype)
+    idx = te.compute(out_shape, index, name=ctx.name + "_indices")
+    out = te.compute(out_shape, lambda *i: y[i], name=ctx.name)
+    return [out, idx]
+
+
+def _window_count(o, s, pb, k_i, d, lo, hi):
+    """How many of the window's taps on one axis lie in [lo, hi) (a static loop)."""
+    cnt = _const(0, "int32")
+    for kv in range(k_i):
+        pos = o * s - pb + kv * d
+        cnt = cnt + tvm.tirx.Select(tvm.tirx.And(pos >= lo, pos < hi), 1, 0)
+    return cnt
+
+
+def _sum_pool(attrs, x, out_shape, transform, ctx):
+    k, s, pb, pe, d, rk, sizes = _pool_setup(attrs, x, out_shape)
+    nsp = len(k)
+    acc = _acc(str(x.dtype))
+
+    def body(n, c, *o):
+        coords = [o[i] * s[i] - pb[i] + rk[i] * d[i] for i in range(nsp)]
+        v = _lazy(_inside(coords, sizes), transform(x[(n, c) + tuple(coords)].astype(acc)),
+                  _const(0, acc))
+        return te.sum(v, axis=rk)
+    total = te.compute(out_shape, body, name="anchor_pool")
+    return total, (k, s, pb, pe, d, sizes)
+
+
+@register("avg_pool", "reduce")
+def _avg_pool(attrs, ins, outs, ctx):
+    x = ins[0]
+    out_shape, dtype = outs[0]
+    total, (k, s, pb, pe, d, sizes) = _sum_pool(attrs, x, out_shape, lambda v: v, ctx)
+    include = bool(attrs.get("count_include_pad"))
+    acc = total.dtype
+
+    def body(n, c, *o):
+        cnt = None
+        for i in range(len(k)):
+            lo, hi = (-pb[i], sizes[i] + pe[i]) if include else (0, sizes[i])
+            ci = _window_count(o[i], s[i], pb[i], k[i], d[i], lo, hi)
+            cnt = ci if cnt is None else cnt * ci
+        return (total[(n, c) + o] / cnt.astype(acc)).astype(dtype)
+    return te.compute(out_shape, body, name=ctx.name)
+
+
+@register("lp_pool", "reduce")
+def _lp_pool(attrs, ins, outs, ctx):
+    x = ins[0]
+    out_shape, dtype = outs[0]
+    p = int(attrs["p"])
+    total, _ = _sum_pool(attrs, x, out_shape, lambda v: _ipow(v, p), ctx)
+    return te.compute(out_shape, lambda *i: te.power(total[i], _const(1.0 / p, total.dtype)
+                                                      ).astype(dtype), name=ctx.name)
+
+
+def _global_rule(kind):
+    def rule(attrs, ins, outs, ctx):
+        x = ins[0]
+        out_shape, dtype = outs[0]
+        sizes = [int(v) for v in x.shape[2:]]
+        rk = [te.reduce_axis((0, n), f"r{i}") for i, n in enumerate(sizes)]
+        acc = _acc(dtype) if "float" in dtype else dtype
+        if kind == "max":
+            return te.compute(out_shape, lambda n, c, *o: te.max(x[(n, c) + tuple(rk)],
+                                                                 axis=rk), name="anchor_gpool")
+        if kind == "avg":
+            t = te.compute(out_shape, lambda n, c, *o: te.sum(
+                x[(n, c) + tuple(rk)].astype(acc), axis=rk), name="anchor_gpool")
+            cnt = int(np.prod(sizes))
+            return te.compute(out_shape, lambda *i: (t[i] / _const(cnt, acc)).astype(dtype),
+                              name=ctx.name)
+        p = int(attrs["p"])
+        t = te.compute(out_shape, lambda n, c, *o: te.sum(_ipow(
+            x[(n, c) + tuple(rk)].astype(acc), p), axis=rk), name="anchor_gpool")
+        return te.compute(out_shape, lambda *i: te.power(t[i], _const(1.0 / p, acc)).astype(
+            dtype), name=ctx.name)
+    return rule
+
+
+register("global_max_pool", "reduce")(_global_rule("max"))
+register("global_avg_pool", "reduce")(_global_rule("avg"))
+register("global_lp_pool", "reduce")(_global_rule("lp"))
+
+
+# -- normalisation ------------------------------------------------------------------------------
+
+def _moments(x, axes, acc, name, var=True):
+    """mean (and biased variance) of ``x`` over ``axes``, keepdims, in ``acc``."""
+    count = int(np.prod([int(x.shape[a]) for a in axes]))
+    xa = te.compute(x.shape, lambda *i: x[i].astype(acc), name=name + "_acc")
+    mean = topi.sum(xa, axis=list(axes), keepdims=True)
+    mean = te.compute(mean.shape, lambda *i: mean[i] / _const(count, acc), name=name + "_mean")
+    if not var:
+        return xa, mean, None
+    nd = len(x.shape)
+
+    def at_mean(i):
+        return mean[tuple(0 if d in axes else i[d] for d in range(nd))]
+    dev = te.compute(x.shape, lambda *i: (xa[i] - at_mean(i)) * (xa[i] - at_mean(i)),
+                     name=name + "_sq")
+    v = topi.sum(dev, axis=list(axes), keepdims=True)
+    v = te.compute(v.shape, lambda *i: v[i] / _const(count, acc), name=name + "_var")
+    return xa, mean, v
+
+
+def _stat(t, axes, nd):
+    return lambda i: t[tuple(0 if d in axes else i[d] for d in range(nd))]
+
+
+@register("batch_norm", "injective")
+def _batch_norm(attrs, ins, outs, ctx):
+    x, gamma, beta, mean, var = ins
+    shape, dtype = outs[0]
+    ax = attrs["axis"] % len(shape)
+    eps = float(attrs["epsilon"])
+    acc = _acc(dtype)
+
+    def body(*i):
+        c = i[ax]
+        scale = _const(1, acc) / te.sqrt(var[c].astype(acc) + _const(eps, acc))
+        if attrs["scale"]:
+            scale = scale * gamma[c].astype(acc)
+        y = (x[i].astype(acc) - mean[c].astype(acc)) * scale
+        if attrs["center"]:
+            y = y + beta[c].astype(acc)
+        return y.astype(dtype)
+    y = te.compute(shape, body, name=ctx.name)
+    m = te.compute(mean.shape, lambda *i: mean[i], name=ctx.name + "_mean")
+    v = te.compute(var.shape, lambda *i: var[i], name=ctx.name + "_var")
+    return [y, m, v]
+
+
+@register("layer_norm", "softmax")
+def _layer_norm(attrs, ins, outs, ctx):
+    x, scale = ins[0], ins[1]
+    bias = ins[2] if len(ins) > 2 else None
+    shape, dtype = outs[0]
+    nd = len(shape)
+    a0 = attrs["axis"] % nd
+    axes = tuple(range(a0, nd))
+    acc = _acc(dtype)
+    xa, mean, var = _moments(x, axes, acc, ctx.name)
+    inv = te.compute(var.shape, lambda *i: _const(1, acc) / te.sqrt(
+        var[i] + _const(float(attrs["epsilon"]), acc)), name=ctx.name + "_inv")
+    m_at, i_at = _stat(mean, axes, nd), _stat(inv, axes, nd)
+
+    def body(*i):
+        y = (xa[i] - m_at(i)) * i_at(i) * scale[i[a0:]].astype(acc)
+        if bias is not None:
+            y = y + bias[i[a0:]].astype(acc)
+        return y.astype(dtype)
+    y = te.compute(shape, body, name=ctx.name)
+    return [y, te.compute(mean.shape, lambda *i: mean[i].astype(outs[1][1]),
+                          name=ctx.name + "_m"),
+            te.compute(inv.shape, lambda *i: inv[i].astype(outs[2][1]), name=ctx.name + "_i")]
+
+
+@register("rms_norm", "softmax")
+def _rms_norm(attrs, ins, outs, ctx):
+    x, scale = ins
+    shape, dtype = outs[0]
+    nd = len(shape)
+    a0 = attrs["axis"] % nd
+    axes = tuple(range(a0, nd))
+    acc = _acc(dtype)
+    count = int(np.prod([shape[a] for a in axes]))
+    xa = te.compute(shape, lambda *i: x[i].astype(acc), name=ctx.name + "_acc")
+    sq = te.compute(shape, lambda *i: xa[i] * xa[i], name=ctx.name + "_sq")
+    ss = topi.sum(sq, axis=list(axes), keepdims=True)
+    at = _stat(ss, axes, nd)
+    eps = float(attrs["epsilon"])
+    return te.compute(shape, lambda *i: (xa[i] / te.sqrt(at(i) / _const(count, acc) + _const(
+        eps, acc)) * scale[i[a0:]].astype(acc)).astype(dtype), name=ctx.name)
+
+
+def _channel_norm(attrs, x, gamma, beta, shape, dtype, groups, name):
+    """instance_norm (groups = C) and group_norm: statistics per (n, group)."""
+    acc = _acc(dtype)
+    n, c = shape[0], shape[1]
+    rest = int(np.prod(shape[2:])) if len(shape) > 2 else 1
+    per = c // groups
+    xg = topi.reshape(te.compute(shape, lambda *i: x[i].astype(acc), name=name + "_acc"),
+                      (n, groups, per * rest))
+    _, mean, var = _moments(xg, (2,), acc, name)
+    eps = float(attrs["epsilon"])
+
+    def body(b, ch, *sp):
+        g = ch // per
+        norm = (x[(b, ch) + sp].astype(acc) - mean[b, g, 0]) / te.sqrt(
+            var[b, g, 0] + _const(eps, acc))
+        return (norm * gamma[ch].astype(acc) + beta[ch].astype(acc)).astype(dtype)
+    return te.compute(shape, body, name=name)
+
+
+@register("instance_norm", "softmax")
+def _instance_norm(attrs, ins, outs, ctx):
+    shape, dtype = outs[0]
+    return _channel_norm(attrs, *ins, shape, dtype, shape[1], ctx.name)
+
+
+@register("group_norm", "softmax")
+def _group_norm(attrs, ins, outs, ctx):
+    shape, dtype = outs[0]
+    return _channel_norm(attrs, *ins, shape, dtype, int(attrs["num_groups"]), ctx.name)
+
+
+@register("lp_normalization", "softmax")
+def _lp_normalization(attrs, ins, outs, ctx):
+    x = ins[0]
+    shape, dtype = outs[0]
+    nd = len(shape)
+    ax = attrs["axis"] % nd
+    acc = _acc(dtype)
+    if int(attrs["p"]) == 1:
+        t = te.compute(shape, lambda *i: te.abs(x[i].astype(acc)), name=ctx.name + "_abs")
+    else:
+        t = te.compute(shape, lambda *i: x[i].astype(acc) * x[i].astype(acc),
+                       name=ctx.name + "_sq")
+    s = topi.sum(t, axis=[ax], keepdims=True)
+    at = _stat(s, (ax,), nd)
+
+    def body(*i):
+        norm = at(i) if int(attrs["p"]) == 1 else te.sqrt(at(i))
+        safe = tvm.tirx.Select(norm == _const(0, acc), _const(1, acc), norm)
+        return tvm.tirx.Select(norm == _const(0, acc), _const(0, acc),
+                               x[i].astype(acc) / safe).astype(dtype)
+    return te.compute(shape, body, name=ctx.name)
+
+
+@register("mean_variance_normalization", "softmax")
+def _mvn(attrs, ins, outs, ctx):
+    x = ins[0]
+    shape, dtype = outs[0]
+    nd = len(shape)
+    axes = tuple(sorted(a % nd for a in attrs["axes"]))
+    acc = _acc(dtype)
+    xa, mean, var = _moments(x, axes, acc, ctx.name)
+    m_at, v_at = _stat(mean, axes, nd), _stat(var, axes, nd)
+    return te.compute(shape, lambda *i: ((xa[i] - m_at(i)) / (te.sqrt(v_at(i)) + _const(
+        1e-9, acc))).astype(dtype), name=ctx.name)
+
+
+@register("lrn", "injective")
+def _lrn(attrs, ins, outs, ctx):
+    x = ins[0]
+    shape, dtype = outs[0]
+    ax = attrs["axis"] % len(shape)
+    size = int(attrs["size"])
+    c = shape[ax]
+    lo, hi = (size - 1) // 2, size // 2
+    acc = _acc(dtype)
+    r = te.reduce_axis((0, size), "r")
+
+    def window(*i):
+        ch = i[ax] - lo + r
+        v = _lazy(tvm.tirx.And(ch >= 0, ch < c), x[i[:ax] + (ch,) + i[ax + 1:]].astype(acc),
+                  _const(0, acc))
+        return te.sum(v * v, axis=r)
+    del hi
+    sq = te.compute(shape, window, name="anchor_lrn")
+    alpha, beta, bias = float(attrs["alpha"]), float(attrs["beta"]), float(attrs["bias"])
+    return te.compute(shape, lambda *i: (x[i].astype(acc) / te.power(
+        _const(bias, acc) + _const(alpha / size, acc) * sq[i], _const(beta, acc))).astype(dtype),
+        name=ctx.name)
+
+
+@register("hardmax", "softmax")
+def _hardmax(attrs, ins, outs, ctx):
+    from .lowering_transform import _arg_rule
+
+    x = ins[0]
+    shape, dtype = outs[0]
+    ax = attrs["axis"] % len(shape)
+    arg = _arg_rule(True)({"axis": (ax,), "keepdims": True}, [x],
+                          [(tuple(1 if d == ax else n for d, n in enumerate(shape)), "int64")],
+                          ctx)
+    return te.compute(shape, lambda *i: tvm.tirx.Select(
+        arg[i[:ax] + (0,) + i[ax + 1:]] == i[ax].astype("int64"), _const(1, dtype),
+        _const(0, dtype)), name=ctx.name)
+
