@@ -1,170 +1,137 @@
-"""Latency of the llvm target against onnxruntime, measured in the same run.
+"""The llvm target against onnxruntime on the four model families of issue 5, one process.
 
-Each model is built twice from the same weights: as an ONNX graph (onnx.helper) for
-onnxruntime and as an nnvm symbol for ``nnvm.compiler.build(target="llvm")``. Both run at 1
-and 2 threads; the table prints median latencies and nnvm/ORT ratios (below 1 = faster than
-ORT), and checks that the outputs agree.
+Every model is an export-style ONNX graph built in code (``onnx_zoo``): a YOLOv8n-class
+detector at 320x320, a MobileNetV3-backbone text detector at 640x640, a 6-layer BERT
+encoder at 128 tokens and one step of an LSTM voice-activity model. Each is imported with
+``nnvm.frontend.from_onnx``, compiled for ``llvm`` at opt_level 3 (cold: empty kernel cache;
+warm: the same build again), and run next to onnxruntime on the *same* ``.onnx`` bytes at
+each thread count. Timings interleave the two runtimes call by call (``--repeat`` pairs, the
+median of each), so a noisy machine slows both alike; the load average is printed.
 
-    python benchmarks/bench_llvm.py [--repeat 50] [--models mlp,conv,cnn]
+    python benchmarks/bench_llvm.py [--models yolo,ocr,bert,vad] [--threads 1,2]
+                                    [--repeat 30] [--min-seconds 2]
+
+Columns: nnvm and ORT median ms per ``run`` (inputs copied in, outputs copied out, as
+``InferenceSession.run`` does), their ratio (< 1: nnvm faster), the max abs difference of
+the outputs, nnvm's planned activation bytes and the executor's allocated bytes, ORT's
+resident-memory growth over session creation and first run (weights + arena), and the
+compile times. The last line is the geometric mean of the ratios per thread count.
 """
 
 from __future__ import annotations
 
 import argparse
-import resource
+import os
+import sys
+import tempfile
 import time
 
 import numpy as np
-import onnx
 import onnxruntime as ort
-from onnx import TensorProto, helper, numpy_helper
 
 import nnvm
-import nnvm.symbol as sym
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from onnx_zoo import MODELS  # noqa: E402
 
 
-def _init(name, arr):
-    return numpy_helper.from_array(arr.astype(np.float32), name)
+def _rss() -> int:
+    """Current resident bytes of this process (Linux /proc; 0 elsewhere)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):
+        return 0
 
 
-def model_mlp(rng, batch=64, width=1024, layers=4):
-    """Dense + tanh layers: ORT Gemm(transB) vs nnvm dense."""
-    x = sym.Variable("x")
-    y, nodes, inits, params, prev = x, [], [], {}, "x"
-    for i in range(layers):
-        w = (rng.standard_normal((width, width)) / np.sqrt(width)).astype(np.float32)
-        b = rng.standard_normal(width).astype(np.float32) * 0.1
-        params[f"fc{i}_weight"], params[f"fc{i}_bias"] = w, b
-        y = sym.tanh(sym.dense(y, units=width, name=f"fc{i}"))
-        inits += [_init(f"w{i}", w), _init(f"b{i}", b)]
-        nodes += [helper.make_node("Gemm", [prev, f"w{i}", f"b{i}"], [f"g{i}"], transB=1),
-                  helper.make_node("Tanh", [f"g{i}"], [f"t{i}"])]
-        prev = f"t{i}"
-    shape = (batch, width)
-    return y, params, _onnx(nodes, inits, shape, (batch, width), prev), shape
+def _build(model, feed):
+    t0 = time.perf_counter()
+    graph, params = nnvm.frontend.from_onnx(model, shape={k: v.shape for k, v in feed.items()})
+    t_import = time.perf_counter() - t0
+    names = graph.index.input_names
+    t0 = time.perf_counter()
+    lib = nnvm.compiler.build(graph, target="llvm", opt_level=3, params=params,
+                              shape={k: v.shape for k, v in feed.items() if k in names},
+                              dtype={k: v.dtype.name for k, v in feed.items() if k in names})
+    return lib, t_import, time.perf_counter() - t0
 
 
-def model_conv(rng, channels=32, size=56, blocks=4):
-    """Residual blocks: conv3x3 + bias + relu + add (fused into one kernel by FuseOps)."""
-    x = sym.Variable("x")
-    y, nodes, inits, params, prev = x, [], [], {}, "x"
-    for i in range(blocks):
-        w = (rng.standard_normal((channels, channels, 3, 3)) / np.sqrt(9 * channels)
-             ).astype(np.float32)
-        b = rng.standard_normal(channels).astype(np.float32) * 0.1
-        params[f"c{i}_weight"], params[f"c{i}_bias"] = w, b
-        y = sym.relu(sym.conv2d(y, channels=channels, kernel_size=(3, 3), padding=(1, 1),
-                                name=f"c{i}")) + y
-        inits += [_init(f"w{i}", w), _init(f"b{i}", b)]
-        nodes += [helper.make_node("Conv", [prev, f"w{i}", f"b{i}"], [f"c{i}"],
-                                   kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
-                  helper.make_node("Relu", [f"c{i}"], [f"r{i}"]),
-                  helper.make_node("Add", [f"r{i}", prev], [f"a{i}"])]
-        prev = f"a{i}"
-    shape = (1, channels, size, size)
-    return y, params, _onnx(nodes, inits, shape, shape, prev), shape
+def _interleaved(fa, fb, repeat: int, min_seconds: float) -> tuple[float, float]:
+    """Median seconds of ``fa`` and ``fb`` timed alternately (at least ``repeat`` pairs, and
+    at least ``min_seconds`` of total time), after a warm-up of each."""
+    for _ in range(3):
+        fa()
+        fb()
+    ta, tb = [], []
+    start = time.perf_counter()
+    while len(ta) < repeat or (time.perf_counter() - start < min_seconds and len(ta) < 5000):
+        for f, acc in ((fa, ta), (fb, tb)) if len(ta) % 2 == 0 else ((fb, tb), (fa, ta)):
+            t0 = time.perf_counter()
+            f()
+            acc.append(time.perf_counter() - t0)
+    return float(np.median(ta)), float(np.median(tb))
 
 
-def model_cnn(rng):
-    """A small image classifier: conv-relu-pool x2, depthwise, global pool, dense, softmax."""
-    x = sym.Variable("x")
-    spec = [("c0", 3, 32, 1), ("c1", 32, 64, 1)]
-    y, nodes, inits, params, prev = x, [], [], {}, "x"
-    for name, cin, cout, g in spec:
-        w = (rng.standard_normal((cout, cin, 3, 3)) / np.sqrt(9 * cin)).astype(np.float32)
-        b = rng.standard_normal(cout).astype(np.float32) * 0.1
-        params[f"{name}_weight"], params[f"{name}_bias"] = w, b
-        y = sym.max_pool2d(sym.relu(sym.conv2d(y, channels=cout, kernel_size=(3, 3),
-                                               padding=(1, 1), name=name)),
-                           pool_size=(2, 2), strides=(2, 2))
-        inits += [_init(f"{name}w", w), _init(f"{name}b", b)]
-        nodes += [helper.make_node("Conv", [prev, f"{name}w", f"{name}b"], [f"{name}o"],
-                                   kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
-                  helper.make_node("Relu", [f"{name}o"], [f"{name}r"]),
-                  helper.make_node("MaxPool", [f"{name}r"], [f"{name}p"], kernel_shape=[2, 2],
-                                   strides=[2, 2])]
-        prev = f"{name}p"
-    wd = (rng.standard_normal((64, 1, 3, 3)) / 3).astype(np.float32)
-    params["dw_weight"] = wd
-    y = sym.relu(sym.conv2d(y, channels=64, kernel_size=(3, 3), padding=(1, 1), groups=64,
-                            use_bias=False, name="dw"))
-    inits.append(_init("dww", wd))
-    nodes += [helper.make_node("Conv", [prev, "dww"], ["dwo"], kernel_shape=[3, 3],
-                               pads=[1, 1, 1, 1], group=64),
-              helper.make_node("Relu", ["dwo"], ["dwr"]),
-              helper.make_node("GlobalAveragePool", ["dwr"], ["gp"]),
-              helper.make_node("Flatten", ["gp"], ["fl"])]
-    wf = (rng.standard_normal((10, 64)) / 8).astype(np.float32)
-    bf = rng.standard_normal(10).astype(np.float32)
-    params["fc_weight"], params["fc_bias"] = wf, bf
-    y = sym.softmax(sym.dense(sym.flatten(sym.global_avg_pool2d(y)), units=10, name="fc"))
-    inits += [_init("fcw", wf), _init("fcb", bf)]
-    nodes += [helper.make_node("Gemm", ["fl", "fcw", "fcb"], ["fco"], transB=1),
-              helper.make_node("Softmax", ["fco"], ["out"], axis=-1)]
-    shape = (1, 3, 64, 64)
-    return y, params, _onnx(nodes, inits, shape, (1, 10), "out"), shape
-
-
-def _onnx(nodes, inits, in_shape, out_shape, out_name):
-    graph = helper.make_graph(
-        nodes, "bench", [helper.make_tensor_value_info("x", TensorProto.FLOAT, in_shape)],
-        [helper.make_tensor_value_info(out_name, TensorProto.FLOAT, out_shape)], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    return model.SerializeToString()
-
-
-def _median(fn, repeat, warmup=5):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
-
-
-MODELS = {"mlp": model_mlp, "conv": model_conv, "cnn": model_cnn}
+def _mib(n: float) -> str:
+    return f"{n / 2**20:.1f}"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeat", type=int, default=50)
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--threads", default="1,2")
-    ap.add_argument("--opt-level", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=30)
+    ap.add_argument("--min-seconds", type=float, default=2.0)
+    ap.add_argument("--keep-cache", action="store_true",
+                    help="use NNVM_CACHE_DIR as is (default: a fresh one, so 'cold' is cold)")
     args = ap.parse_args()
+    if not args.keep_cache:
+        os.environ["NNVM_CACHE_DIR"] = tempfile.mkdtemp(prefix="nnvm-bench-cache-")
+    threads = [int(t) for t in args.threads.split(",")]
     rng = np.random.default_rng(0)
-    print(f"{'model':<6} {'thr':>3} {'nnvm ms':>9} {'ort ms':>9} {'nnvm/ort':>9} "
-          f"{'compile s':>9} {'max err':>9}")
+    print(f"load average before: {' '.join(f'{v:.2f}' for v in os.getloadavg())}; "
+          f"onnxruntime {ort.__version__}; cpus {os.cpu_count()}")
+    head = (f"{'model':<5} {'thr':>3} {'nnvm ms':>9} {'ort ms':>9} {'ratio':>6} {'max err':>8} "
+            f"{'act MiB':>7} {'exec MiB':>8} {'ort MiB':>7} {'cold s':>6} {'warm s':>6} "
+            f"{'kern':>4} {'fallback'}")
+    print(head)
+    ratios: dict[int, list[float]] = {t: [] for t in threads}
     for name in args.models.split(","):
-        y, params, onnx_bytes, shape = MODELS[name](rng)
-        x = rng.standard_normal(shape).astype(np.float32)
-        t0 = time.perf_counter()
-        lib = nnvm.compiler.build(y, target="llvm", shape={"x": shape}, params=params,
-                                  opt_level=args.opt_level)
-        compile_s = time.perf_counter() - t0
-        for threads in [int(t) for t in args.threads.split(",")]:
+        model, feed = MODELS[name](rng)
+        onnx_bytes = model.SerializeToString()
+        lib, t_import, t_cold = _build(model, feed)
+        _, _, t_warm = _build(model, feed)
+        stats = lib.stats()
+        nnvm_feed = {k: v for k, v in feed.items() if k in lib.input_names}
+        for nthr in threads:
             so = ort.SessionOptions()
-            so.intra_op_num_threads = threads
+            so.intra_op_num_threads = nthr
             so.inter_op_num_threads = 1
+            rss0 = _rss()
             sess = ort.InferenceSession(onnx_bytes, so, providers=["CPUExecutionProvider"])
-            lib.set_num_threads(threads)
-            ours = lib.run(x=x)[0]
-            theirs = sess.run(None, {"x": x})[0]
-            err = float(np.abs(ours - theirs).max())
-            t_nnvm = _median(lambda: lib.run(x=x), args.repeat)
-            t_ort = _median(lambda: sess.run(None, {"x": x}), args.repeat)
-            print(f"{name:<6} {threads:>3} {t_nnvm * 1e3:>9.3f} {t_ort * 1e3:>9.3f} "
-                  f"{t_nnvm / t_ort:>9.2f} {compile_s:>9.2f} {err:>9.1e}")
-        s = lib.stats()
-        print(f"       kernels={s['num_kernels']} fallbacks={s['fallback_ops']} "
-              f"activation_bytes={s['activation_bytes']} (naive "
-              f"{s['activation_bytes_naive']})")
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"peak RSS {peak:.0f} MiB")
+            theirs = sess.run(None, feed)
+            ort_bytes = _rss() - rss0
+            lib.set_num_threads(nthr)
+            ours = lib.run(**nnvm_feed)
+            err = max(float(np.abs(np.asarray(a, np.float64) - b).max())
+                      for a, b in zip(ours, theirs))
+            t_nnvm, t_ort = _interleaved(lambda: lib.run(**nnvm_feed),
+                                         lambda: sess.run(None, feed),
+                                         args.repeat, args.min_seconds)
+            ratio = t_nnvm / t_ort
+            ratios[nthr].append(ratio)
+            print(f"{name:<5} {nthr:>3} {t_nnvm * 1e3:>9.3f} {t_ort * 1e3:>9.3f} {ratio:>6.2f} "
+                  f"{err:>8.1e} {_mib(stats['activation_bytes']):>7} "
+                  f"{_mib(stats['executor_bytes']):>8} {_mib(ort_bytes):>7} {t_cold:>6.1f} "
+                  f"{t_warm:>6.2f} {stats['num_kernels']:>4} "
+                  f"{','.join(stats['fallback_ops']) or '-'}", flush=True)
+            del sess
+    for nthr in threads:
+        r = ratios[nthr]
+        if r:
+            print(f"geomean nnvm/ort at {nthr} thread(s): {float(np.exp(np.mean(np.log(r)))):.2f}"
+                  f" over {len(r)} models")
+    print(f"load average after: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
 
 
 if __name__ == "__main__":

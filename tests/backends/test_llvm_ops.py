@@ -254,3 +254,50 @@ def test_op_without_rule_falls_back_and_is_reported(rng):
     s = lib.stats()
     assert s["num_fallback_kernels"] == 1 and s["fallback_ops"] == ["det"]
     assert "no llvm lowering rule" in s["unsupported_ops"]["det"]
+
+
+def _llvm_and_reference(y, values, dtype):
+    shape = {n: v.shape for n, v in values.items()}
+    lib = nnvm.compiler.build(y, target="llvm", shape=shape, dtype=dtype)
+    ref = nnvm.compiler.build(y, target="reference", shape=shape, dtype=dtype)
+    return lib, lib.run(**values)[0], ref.run(**values)[0]
+
+
+@pytest.mark.parametrize("case", ["clip-nan", "left-shift-range", "right-shift-range",
+                                  "fmod-inf", "tanh-tiny"])
+def test_numpy_edge_semantics(case):
+    """Inputs where C/LLVM semantics differ from NumPy's (the reference): NaN through clip,
+    shifts by a negative amount or >= the bit width, fmod by infinity, tanh near 0."""
+    a, b = sym.Variable("a"), sym.Variable("b")
+    f32 = np.array([np.nan, -np.nan, 1e6, -3.0, 0.5], "float32")
+    ints = np.array([-8, 4, -1, 7, -5], "int32")
+    shifts = np.array([-1, 32, 100, -64, 3], "int32")
+    y, values, dtype = {
+        "clip-nan": (sym.clip(a, a_min=-448.0, a_max=448.0), {"a": f32}, "float32"),
+        "left-shift-range": (sym.broadcast_left_shift(a, b), {"a": ints, "b": shifts}, "int32"),
+        "right-shift-range": (sym.broadcast_right_shift(a, b), {"a": ints, "b": shifts},
+                              "int32"),
+        "fmod-inf": (sym.broadcast_fmod(a, b), {"a": np.array([3, -1, np.inf, 2, 0], "float32"),
+                                                "b": np.array([np.inf, -np.inf, 2, 0, 5],
+                                                              "float32")}, "float32"),
+        "tanh-tiny": (sym.tanh(a), {"a": np.array([4.6e-4, -1e-6, 0.06, -0.07, 3.0],
+                                                  "float32")}, "float32"),
+    }[case]
+    lib, got, want = _llvm_and_reference(y, values, {k: dtype for k in values})
+    assert lib.stats()["num_fallback_kernels"] == 0
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=0)
+
+
+def test_string_tensors_stay_on_reference_kernels():
+    """Strings have no DLPack type: their ops run reference kernels and their buffers are
+    object arrays, while the numeric ops of the same graph still compile."""
+    a, b = sym.Variable("a"), sym.Variable("b")
+    y = sym.cast(sym.broadcast_equal(a, b), dtype="float32") * 2.0
+    values = {"a": np.array(["x", "yz", ""], dtype=object),
+              "b": np.array(["x", "y", ""], dtype=object)}
+    lib, got, want = _llvm_and_reference(y, values, {"a": "string", "b": "string"})
+    np.testing.assert_array_equal(got, [2.0, 0.0, 2.0])
+    np.testing.assert_array_equal(got, want)
+    s = lib.stats()
+    assert s["fallback_ops"] == ["broadcast_equal"] and "string" in \
+        s["unsupported_ops"]["broadcast_equal"]

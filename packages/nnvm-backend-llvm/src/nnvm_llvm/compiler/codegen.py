@@ -24,11 +24,13 @@ from nnvm.op import OpPattern
 
 from ..runtime.executor import PLAN_FORMAT, PLAN_VERSION, LLVMModule, graph_fingerprint, \
     load_library
-from . import cache, lowering
+from . import cache, fastmath, gemm, lowering, recurrent, tconv, upsample
 from .groups import Group, group_inputs, group_outputs, partition
 from .schedules import ScheduleInfo, schedule
 from .target import num_threads, tvm_target, vector_lanes
 
+upsample.install()
+recurrent.install()
 _THREADPOOL_C = os.path.join(os.path.dirname(__file__), "threadpool.c")
 
 
@@ -60,6 +62,14 @@ class _GroupLowering:
                     self.packed[e] = spec
                     self.node_packed.setdefault(nid, {})[slot] = spec
         self.var_name = var_name
+        # scalar float params are compiled in as constants: x ** 2 becomes x * x, x / c a
+        # multiply, and no load; the plan records them so rebinding one is refused
+        self.consts: dict[int, float] = {}
+        for e in self.inputs:
+            value = params.get(var_name.get(e)) if var_name.get(e) in params else None
+            if value is not None and value.size == 1 and value.dtype.kind == "f" \
+                    and np.isfinite(value).all():
+                self.consts[e] = float(value.reshape(-1)[0])
         sig = {"nodes": [], "inputs": [], "outputs": []}
         pos = {e: n for n, e in enumerate(self.inputs)}
         local = {nid: n for n, nid in enumerate(group.nodes)}
@@ -72,11 +82,17 @@ class _GroupLowering:
             sig["nodes"].append([node.op.name, sorted((k, repr(v)) for k, v in
                                                       node.attrs.items()), refs])
         for e in self.inputs:
-            sig["inputs"].append([list(shapes[e]), dtypes[e], self.packed.get(e)])
+            sig["inputs"].append([list(shapes[e]), dtypes[e], self.packed.get(e),
+                                  self.consts.get(e)])
         for e in self.outputs:
             sig["outputs"].append([list(shapes[e]), dtypes[e]])
         master = idx.nodes[group.master]
         self.kind = lowering.kind_of(master)
+        if master.op.name == "matmul":
+            self.kind = gemm.kind_of(master, group.master in self.node_packed)
+        elif master.op.name == "conv_transpose":
+            self.kind = tconv.kind_of(master, [shapes[rptr[i] + k] for i, k, _ in
+                                               idx.inputs[group.master]]) or self.kind
         sig["kind"] = self.kind
         self.signature = json.dumps(sig, sort_keys=True, default=str)
         ops = [idx.nodes[n].op.name.strip("_") for n in group.nodes]
@@ -106,8 +122,10 @@ class _GroupLowering:
                 layout, block = self.packed[e]
                 shape = lowering.packed_input_shape(layout, shape, block)
             t = te.placeholder(tuple(int(d) for d in shape), dtype=dtypes[e], name=f"in{n}")
-            tensors[e] = t
             placeholders.append(t)
+            if e in self.consts:  # the argument stays (the plan's wiring), unread
+                t = te.compute(t.shape, _constant(self.consts[e], dtypes[e]), name=f"const{n}")
+            tensors[e] = t
         for pos, nid in enumerate(self.group.nodes):
             node = idx.nodes[nid]
             ins = [tensors[rptr[i] + k] for i, k, _ in idx.inputs[nid]]
@@ -135,6 +153,12 @@ class _GroupLowering:
             seen.add(t)
             final.append(t)
         return te.create_prim_func(placeholders + final)
+
+
+def _constant(value: float, dtype: str):
+    """An fcompute returning ``value`` (TE refuses keyword defaults in fcompute)."""
+    const = tvm.tirx.const(value, dtype)
+    return lambda *_: const
 
 
 def _threadpool_object(workdir: str) -> str:
@@ -169,6 +193,11 @@ def _compile(funcs: dict, tgt, workdir: str) -> tuple[bytes, list[str]]:
     ``funcs`` maps a function name to ``(scheduled PrimFunc, make_plain)``, where
     ``make_plain()`` rebuilds the unscheduled PrimFunc from TE.
     """
+    with fastmath.enabled():
+        return _compile_all(funcs, tgt, workdir)
+
+
+def _compile_all(funcs: dict, tgt, workdir: str) -> tuple[bytes, list[str]]:
     fallbacks = []
     mod = tvm.IRModule({name: f for name, (f, _) in funcs.items()})
     try:
@@ -198,9 +227,10 @@ def build_module(graph, params, target, config) -> LLVMModule:
     params = {k: np.asarray(v) for k, v in params.items()}
     groups = partition(graph)
     storage_id = graph.attrs.get("storage_id")
-    steps, entries, packed, funcs, keys = [], {}, {}, {}, []
+    steps, entries, packed, funcs, keys, baked = [], {}, {}, {}, [], {}
     hits0 = dict(cache.counters)
     unsupported: dict[str, str] = {}
+    access: list[tuple[list[int], list[int]]] = []  # (entries read, entries written) per step
 
     def entry(e: int, private: bool = False) -> None:
         sid = -1 if storage_id is None or private else int(storage_id[e])
@@ -222,6 +252,7 @@ def build_module(graph, params, target, config) -> LLVMModule:
             for e in outs:
                 entry(e)
             steps.append({"kind": "reference", "node": g.root, "inputs": ins, "outputs": outs})
+            access.append((ins, outs))
             continue
         gl = _GroupLowering(graph, g, params, lanes)
         key = cache.digest(f"{tgt}|{gl.signature}")
@@ -241,13 +272,17 @@ def build_module(graph, params, target, config) -> LLVMModule:
         in_sids = {storage_id[e] for e in gl.inputs} if storage_id is not None else set()
         for e in gl.outputs:
             entry(e, private=hazard and storage_id is not None and storage_id[e] in in_sids)
+        for e, value in gl.consts.items():
+            baked[gl.var_name[e]] = value
         for e, (layout, block) in gl.packed.items():
             packed[f"{gl.var_name[e]}@{layout}{block}"] = {
                 "param": gl.var_name[e], "layout": layout, "block": block}
         steps.append({"kind": "kernel", "func": name, "args": gl.arg_refs(),
                       "group": gl.ops})
+        access.append((gl.inputs, gl.outputs))
     for e in idx.output_entries:
         entry(e)
+    _isolate_clobbered(access, entries)
     t_lower = time.perf_counter() - t0
     lib_key = cache.digest(f"{tgt}|" + "|".join(sorted(keys)))
     so_bytes = cache.get_lib(lib_key) if funcs else None
@@ -263,7 +298,7 @@ def build_module(graph, params, target, config) -> LLVMModule:
     plan = {
         "format": PLAN_FORMAT, "version": PLAN_VERSION, "graph": graph_fingerprint(graph),
         "steps": steps, "entries": {str(e): v for e, v in sorted(entries.items())},
-        "packed": packed, "num_threads": num_threads(target, config.extra),
+        "packed": packed, "baked": baked, "num_threads": num_threads(target, config.extra),
         "tvm_target": str(tgt),
     }
     hits = {k: cache.counters[k] - hits0[k] for k in cache.counters}
@@ -276,6 +311,32 @@ def build_module(graph, params, target, config) -> LLVMModule:
     }
     lib = load_library(so_bytes)
     return LLVMModule(graph, params, str(target), lib, so_bytes, plan, build_info=info)
+
+
+def _isolate_clobbered(access, entries) -> None:
+    """Give an entry its own buffer when another step writes its shared storage between the
+    entry's producer and a reader.
+
+    PlanMemory shares storage by node order; a fused group runs all its members at its
+    root, so a member's input can stay live longer than the plan assumed (and a member's
+    output is written later). Such entries leave the shared pool.
+    """
+    writes: dict[int, list[tuple[int, int]]] = {}
+    produced: dict[int, int] = {}
+    for pos, (_, outs) in enumerate(access):
+        for e in outs:
+            produced[e] = pos
+            sid = entries[e]["storage"]
+            if sid >= 0:
+                writes.setdefault(sid, []).append((pos, e))
+    for pos, (ins, _) in enumerate(access):
+        for e in ins:
+            sid = entries.get(e, {}).get("storage", -1)
+            if sid < 0:
+                continue
+            start = produced.get(e, -1)
+            if any(start < q < pos and other != e for q, other in writes.get(sid, ())):
+                entries[e]["storage"] = -1
 
 
 def _empty_func():

@@ -44,6 +44,14 @@ def _c(v, x):
     return _const(v, _dtype(x))
 
 
+def _in_float64(fn, x):
+    """``fn`` evaluated in float64 (for rules whose float32 intrinsics lose digits, e.g.
+    tanh of a tiny softplus in mish), cast back to ``x``'s dtype."""
+    if _dtype(x) == "float64":
+        return fn(x)
+    return fn(x.astype("float64")).astype(_dtype(x))
+
+
 def _sigmoid(x):
     return _c(1, x) / (_c(1, x) + te.exp(-x))
 
@@ -73,7 +81,7 @@ _FLOAT_UNARY = {
     "atanh": lambda x, a: te.atanh(x),
     "hard_swish": lambda x, a: x * te.min(te.max(x / _c(6, x) + _c(0.5, x), _c(0, x)),
                                           _c(1, x)),
-    "mish": lambda x, a: x * te.tanh(_softplus(x)),
+    "mish": lambda x, a: _in_float64(lambda v: v * te.tanh(_softplus(v)), x),
     "elu": lambda x, a: tvm.tirx.Select(x > _c(0, x), x, _expm1_neg(x, _c(a["alpha"], x))),
     "selu": lambda x, a: _c(a["gamma"], x) * tvm.tirx.Select(
         x > _c(0, x), x, _expm1_neg(x, _c(a["alpha"], x))),
@@ -145,10 +153,30 @@ def _xor(a, b):
 
 
 def _float_fmod(a, b):
-    """C fmod (LLVM has no fmod intrinsic here): a - trunc(a / b) * b, in float64."""
+    """C fmod (LLVM has no fmod intrinsic here): a - trunc(a / b) * b, in float64; a finite
+    ``a`` over an infinite ``b`` is ``a`` itself (the formula would give NaN)."""
     dt = _dtype(a)
     a64, b64 = a.astype("float64"), b.astype("float64")
-    return (a64 - te.trunc(a64 / b64) * b64).astype(dt)
+    r = (a64 - te.trunc(a64 / b64) * b64).astype(dt)
+    return tvm.tirx.Select(tvm.tirx.And(te.isinf(b), tvm.tirx.Not(te.isinf(a))), a, r)
+
+
+def _shift_ok(b):
+    """0 <= b < bit width: numpy (and ONNX's reference) define other shifts, where C and
+    LLVM leave them undefined."""
+    bits = tvm.runtime.DataType(_dtype(b)).bits
+    return tvm.tirx.And(b >= _c(0, b), b < _c(bits, b))
+
+
+def _left_shift(a, b):
+    return tvm.tirx.Select(_shift_ok(b), a << b, _c(0, a))
+
+
+def _right_shift(a, b):
+    """numpy: an out-of-range shift leaves the sign: -1 for negative ``a``, else 0."""
+    sign = tvm.tirx.Select(a < _c(0, a), _c(-1, a), _c(0, a)) if "uint" not in _dtype(a) \
+        else _c(0, a)
+    return tvm.tirx.Select(_shift_ok(b), a >> b, sign)
 
 
 def _mod(a, b):
@@ -173,7 +201,7 @@ _BINARY = {
     "logical_xor": _xor,
     "bitwise_and": lambda a, b: a & b, "bitwise_or": lambda a, b: a | b,
     "bitwise_xor": lambda a, b: a ^ b,
-    "broadcast_left_shift": lambda a, b: a << b, "broadcast_right_shift": lambda a, b: a >> b,
+    "broadcast_left_shift": _left_shift, "broadcast_right_shift": _right_shift,
     "broadcast_mod": _mod, "broadcast_fmod": _fmod,
 }
 

@@ -32,8 +32,9 @@ import tvm
 import tvm.s_tir as s_tir
 
 #: work (multiply-adds or elements) under which a kernel stays on one thread: a parallel
-#: launch costs a few microseconds
-PARALLEL_MIN_WORK = 1 << 15
+#: launch costs a few microseconds idle and far more on a loaded machine (a per-frame LSTM
+#: step ran 3x slower on 2 threads with 1 << 15), so only ~10-50 us of work is split
+PARALLEL_MIN_WORK = 1 << 18
 
 
 @dataclasses.dataclass
@@ -112,8 +113,21 @@ def _pick(extent: int, prefs) -> int:
 
 
 def _parallel_vectorize(sch, block, lanes: int, vectorize: bool = True) -> None:
+    """Elementwise: one flat loop in vectors. Injective (``vectorize=False``: gathers,
+    concatenation, transposes): rows, so the index arithmetic of the outer axes (divisions
+    by the shape) is paid once per row, the last axis a plain loop LLVM can vectorise."""
     loops = sch.get_loops(block)
     if not loops:
+        return
+    if not vectorize and len(loops) > 1 and _extent(sch, loops[-1]) >= 8:
+        inner = loops[-1]
+        outer = sch.fuse(*loops[:-1]) if len(loops) > 2 else loops[0]
+        n_in = _extent(sch, inner)
+        if n_in % lanes == 0:
+            _, vec = sch.split(inner, [None, lanes])
+            _try(sch.vectorize, vec)
+        if _extent(sch, outer) * n_in >= PARALLEL_MIN_WORK and _extent(sch, outer) > 1:
+            _try(sch.parallel, outer)
         return
     fused = sch.fuse(*loops) if len(loops) > 1 else loops[0]
     total = _extent(sch, fused)
@@ -130,29 +144,86 @@ def _parallel_vectorize(sch, block, lanes: int, vectorize: bool = True) -> None:
 
 # -- templates ------------------------------------------------------------------------------
 
+#: bytes of one packed weight panel slice kept in L1 across the row tiles (K blocking)
+DENSE_PANEL_BYTES = 24 << 10
+#: bytes of the accumulator block of one (panel, row block) when K is blocked
+DENSE_ACC_BYTES = 32 << 10
+
+
 def schedule_dense(sch, func, info: ScheduleInfo) -> bool:
+    """Register tile ``mr x nr`` over packed panels; when a panel (K x nr) overflows L1, K
+    is cut into ``kc`` slices and the rows into ``mc`` blocks so the panel slice stays in
+    L1 while every row tile of the block consumes it (the accumulators of the block live in
+    a ``local`` buffer, re-read once per slice: MLAS's and GotoBLAS's packed-B loop)."""
     anchor = _find(sch, "anchor_dense")
     if anchor is None:
         return False
     i, j, k = sch.get_loops(anchor)
     m, n, kk = _extent(sch, i), _extent(sch, j), _extent(sch, k)
     nr = info.dense_block or _pick(n, (2 * info.lanes, info.lanes, 8, 4, 2))
+    mr = _pick(m, (8, 6, 4, 12, 3, 2)) if nr >= 2 * info.lanes else _pick(m, (8, 6, 4, 3, 2))
+    io, ii = sch.split(i, [None, mr])
+    jo, ji = sch.split(j, [None, nr])
+    kc = 0
+    if kk * nr * 4 > DENSE_PANEL_BYTES and m > mr:
+        kc = max((d for d in range(16, DENSE_PANEL_BYTES // (nr * 4) + 1, 16) if kk % d == 0),
+                 default=0)
+    if kc:
+        ko, ki = sch.split(k, [None, kc])
+        rows = m // mr
+        mb = max(d for d in range(1, rows + 1) if rows % d == 0
+                 and d * mr * nr * 4 <= DENSE_ACC_BYTES)
+        mo, mi = sch.split(io, [None, mb])
+        sch.reorder(jo, mo, ko, mi, ki, ii, ji)
+        wb = sch.cache_write(anchor, 0, "local")
+        sch.reverse_compute_at(wb, mo)
+        red, outer = ko, [jo, mo]
+    else:
+        sch.reorder(jo, io, k, ii, ji)
+        wb = sch.cache_write(anchor, 0, "local")
+        sch.reverse_compute_at(wb, io)
+        red, outer = k, [jo, io]
+    _epilogue_into(sch, func, wb)
+    fused = sch.fuse(*outer)
+    if m * n * kk >= PARALLEL_MIN_WORK and _extent(sch, fused) > 1:
+        _try(sch.parallel, fused)  # before decompose_reduction: after it, TVM refuses
+    _try(sch.unroll, ii)  # before decompose_reduction: the update block alone is neither
+    _try(sch.vectorize, ji)  # complete nor a reduction, and refuses both
+    init = sch.decompose_reduction(anchor, red)
+    for blk in (init, wb):
+        loops = sch.get_loops(blk)[1:]
+        if loops:
+            _try(sch.vectorize, loops[-1])
+    return True
+
+
+def schedule_batch_matmul(sch, func, info: ScheduleInfo) -> bool:
+    """Attention's activation x activation matmuls: the dense register tile per batch,
+    batches and row tiles in parallel (B's row ``k`` is contiguous along ``j``)."""
+    anchor = _find(sch, "anchor_matmul")
+    if anchor is None:
+        return False
+    *batch, i, j, k = sch.get_loops(anchor)
+    m, n = _extent(sch, i), _extent(sch, j)
+    nr = _pick(n, (2 * info.lanes, info.lanes, 8, 4, 2))
     mr = _pick(m, (6, 4, 8, 3, 2)) if nr >= 2 * info.lanes else _pick(m, (8, 6, 4, 3, 2))
     io, ii = sch.split(i, [None, mr])
     jo, ji = sch.split(j, [None, nr])
-    sch.reorder(jo, io, k, ii, ji)
+    sch.reorder(*batch, io, jo, k, ii, ji)
     wb = sch.cache_write(anchor, 0, "local")
-    sch.reverse_compute_at(wb, io)
+    sch.reverse_compute_at(wb, jo)
     _epilogue_into(sch, func, wb)
-    _try(sch.unroll, ii)  # before decompose_reduction: the update block alone is neither
-    _try(sch.vectorize, ji)  # complete nor a reduction, and refuses both
+    outer = sch.fuse(*batch, io) if batch else io
+    if m * n * _extent(sch, k) * max(1, _extent(sch, outer) // max(1, m // mr)) \
+            >= PARALLEL_MIN_WORK and _extent(sch, outer) > 1:
+        _try(sch.parallel, outer)  # before decompose_reduction: after it, TVM refuses
+    _try(sch.unroll, ii)
+    _try(sch.vectorize, ji)
     init = sch.decompose_reduction(anchor, k)
     for blk in (init, wb):
-        loops = sch.get_loops(blk)[2:]
+        loops = sch.get_loops(blk)
         if loops:
             _try(sch.vectorize, loops[-1])
-    if m * n * kk >= PARALLEL_MIN_WORK and (m // mr) * (n // nr) > 1:
-        _try(sch.parallel, sch.fuse(jo, io))
     return True
 
 
@@ -179,16 +250,16 @@ def schedule_conv2d(sch, func, info: ScheduleInfo) -> bool:
          lambda vb, vc, vi, vj: (vb, vc // bn, vi, vj, vc % bn))
     sch.reverse_compute_at(wb, co)
     _epilogue_into(sch, func, wb)
+    outer = sch.fuse(b, i, co)
+    work = _extent(sch, outer) * ow * bn * ic * _extent(sch, rh) * _extent(sch, rw)
+    if work >= PARALLEL_MIN_WORK:
+        _try(sch.parallel, outer)  # before decompose_reduction: after it, TVM refuses
     _try(sch.unroll, ji)
     _try(sch.vectorize, ci)
     init = sch.decompose_reduction(anchor, rco)
     init_loops = sch.get_loops(init)
     if init_loops:
         _try(sch.vectorize, init_loops[-1])
-    outer = sch.fuse(b, i, co)
-    work = _extent(sch, outer) * ow * bn * ic * _extent(sch, rh) * _extent(sch, rw)
-    if work >= PARALLEL_MIN_WORK:
-        _try(sch.parallel, outer)
     pad = _find(sch, "pad_")
     if pad is not None:
         _parallel_rows(sch, pad)
@@ -219,15 +290,15 @@ def schedule_window(sch, func, info: ScheduleInfo, prefix: str) -> bool:
     wb = sch.cache_write(anchor, 0, "local")
     sch.reverse_compute_at(wb, jo)
     _epilogue_into(sch, func, wb)
+    outer = sch.fuse(b, c, i)
+    if _extent(sch, outer) * ow >= PARALLEL_MIN_WORK // 8:
+        _try(sch.parallel, outer)  # before decompose_reduction: after it, TVM refuses
     _try(sch.vectorize, ji)
     init = sch.decompose_reduction(anchor, red[0])
     for blk in (init, wb):
         bl = sch.get_loops(blk)
-        if len(bl) > 4:
+        if len(bl) > 2:
             _try(sch.vectorize, bl[-1])
-    outer = sch.fuse(b, c, i)
-    if _extent(sch, outer) * ow >= PARALLEL_MIN_WORK // 8:
-        _try(sch.parallel, outer)
     pad = _find(sch, "pad_")
     if pad is not None:
         _parallel_rows(sch, pad)
@@ -252,6 +323,11 @@ def schedule_rows(sch, func, info: ScheduleInfo) -> bool:
     loops = sch.get_loops(out)
     if len(loops) < 2:
         return False
+    # vector partial reductions first, so compute_at below places them in the row loop too
+    rfs = [rf for b in _blocks(sch) if not sch.get(b).same_as(sch.get(out))
+           and _is_reduction(sch, b) for rf in [_try(_rfactor_lanes, sch, b, info.lanes)]
+           if rf is not None]
+    loops = sch.get_loops(out)
     outer = sch.fuse(*loops[:-1])
     others = [b for b in _blocks(sch) if not sch.get(b).same_as(sch.get(out))]
     for p in reversed(others):  # consumers first, so each producer lands under `outer`
@@ -260,7 +336,34 @@ def schedule_rows(sch, func, info: ScheduleInfo) -> bool:
     total = _extent(sch, outer) * _extent(sch, sch.get_loops(out)[-1])
     if total >= PARALLEL_MIN_WORK // 4 and _extent(sch, outer) > 1:
         _try(sch.parallel, outer)
+    for rf in rfs:  # vectorise before decompose_reduction (after it, TVM refuses)
+        rf_loops = sch.get_loops(rf)
+        if int(sch.get(rf).iter_vars[-1].iter_type) == 2:  # compute_at made (lanes, rest)
+            _try(sch.reorder, rf_loops[-1], rf_loops[-2])
+            rf_loops = sch.get_loops(rf)
+        _try(sch.vectorize, rf_loops[-1])
+        init = _try(sch.decompose_reduction, rf, rf_loops[-2])
+        if init is not None:
+            _try(sch.vectorize, sch.get_loops(init)[-1])
     return True
+
+
+def _rfactor_lanes(sch, block, lanes: int):
+    """Split a row reduction over a contiguous axis into ``lanes`` partial results (one
+    vector, the factor axis innermost) reduced in parallel, then one horizontal step;
+    without it the reduction is a scalar chain of dependent adds (or max), and an ``exp``
+    inside it a scalar call per element (softmax's denominator). Returns the rfactor
+    block, or None when the reduction does not fit."""
+    loops = sch.get_loops(block)
+    iters = sch.get(block).iter_vars
+    if not loops or int(iters[-1].iter_type) != 2:
+        return None
+    last = loops[-1]
+    if _extent(sch, last) % lanes or _extent(sch, last) < 2 * lanes:
+        return None
+    ndim = len(sch.get(block).writes[0].region)
+    _, ri = sch.split(last, [None, lanes])
+    return sch.rfactor(ri, factor_axis=ndim)
 
 
 KEEP = {"conv2d": ("pad_",), "depthwise": ("pad_",), "pool": ("pad_",)}
@@ -273,12 +376,16 @@ def schedule(func, info: ScheduleInfo):
     done = False
     if info.kind == "dense":
         done = bool(_try(schedule_dense, sch, func, info))
+    elif info.kind == "matmul":
+        done = bool(_try(schedule_batch_matmul, sch, func, info))
     elif info.kind == "conv2d":
         done = bool(_try(schedule_conv2d, sch, func, info))
     elif info.kind == "depthwise":
         done = bool(_try(schedule_window, sch, func, info, "anchor_depthwise"))
     elif info.kind == "pool":
         done = bool(_try(schedule_window, sch, func, info, "anchor_pool"))
+    elif info.kind == "tconv":
+        done = bool(_try(schedule_window, sch, func, info, "anchor_tconv"))
     elif info.kind in ("reduce", "softmax"):
         done = bool(_try(schedule_rows, sch, func, info))
     if not done:  # elementwise / injective, and the fallback of every template
@@ -287,8 +394,12 @@ def schedule(func, info: ScheduleInfo):
             if _writes_output(sch, b, outs) and not _is_reduction(sch, b):
                 _try(_parallel_vectorize, sch, b, info.lanes, info.kind == "elemwise")
             elif _is_reduction(sch, b):
-                spatial = [lp for lp, iv in zip(sch.get_loops(b), sch.get(b).iter_vars)
+                loops = sch.get_loops(b)
+                spatial = [lp for lp, iv in zip(loops, sch.get(b).iter_vars)
                            if int(iv.iter_type) == 0]
-                if spatial and _extent(sch, spatial[0]) > 1:
+                work = 1
+                for lp in loops:
+                    work *= max(_extent(sch, lp), 1)
+                if spatial and _extent(sch, spatial[0]) > 1 and work >= PARALLEL_MIN_WORK:
                     _try(sch.parallel, spatial[0])
     return sch.mod["main"]

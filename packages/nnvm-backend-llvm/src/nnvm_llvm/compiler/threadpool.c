@@ -9,7 +9,11 @@
  * so a model behaves the same with or without apache-tvm installed.
  *
  * Workers spin briefly on a generation counter (kernel launches come back-to-back) and then
- * sleep on a condition variable; the calling thread runs task 0 itself.
+ * sleep on a condition variable. A launch is cut into NNVM_CHUNKS tasks per thread that
+ * every thread, the caller included, claims from one atomic counter tagged with the launch's
+ * generation; the caller waits only for claimed tasks to finish, never for a worker to
+ * wake. On a loaded machine a descheduled worker then costs nothing: the caller runs its
+ * share (a static split made 2-thread runs slower than 1-thread ones under load).
  */
 #include <pthread.h>
 #include <sched.h>
@@ -28,6 +32,7 @@ extern void* __TVMBackendFreeWorkspace __attribute__((weak));
 
 #define NNVM_MAX_THREADS 256
 #define NNVM_SPIN 20000
+#define NNVM_CHUNKS 4
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
@@ -39,7 +44,8 @@ static volatile int g_stop = 0;
 static uint64_t g_gen = 0;        /* bumped once per launch */
 static uint64_t g_start_gen = 0;
 static int g_sleepers = 0;
-static int g_pending = 0;
+static uint64_t g_claim = 0;     /* (generation << 32) | next task of the current launch */
+static int g_done = 0;           /* tasks of the current launch finished */
 static int g_failed = 0;
 static NNVMParallelLambda g_fn;
 static void* g_cdata;
@@ -52,15 +58,24 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-static void run_tasks(int first) {
-  int n = g_env.num_task;
-  for (int t = first; t < n; t += g_num_threads) {
-    if (g_fn(t, &g_env, g_cdata) != 0) __atomic_store_n(&g_failed, 1, __ATOMIC_RELAXED);
+/* Claim and run tasks of launch `gen` until none is left (or a newer launch began). */
+static void run_tasks(uint32_t gen) {
+  for (;;) {
+    uint64_t cur = __atomic_load_n(&g_claim, __ATOMIC_ACQUIRE);
+    if ((uint32_t)(cur >> 32) != gen) return;
+    int n = g_env.num_task;  /* read before the claim: a claim of `gen` pins the launch */
+    uint32_t t = (uint32_t)cur;
+    if ((int)t >= n) return;
+    if (!__atomic_compare_exchange_n(&g_claim, &cur, cur + 1, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE))
+      continue;
+    if (g_fn((int)t, &g_env, g_cdata) != 0) __atomic_store_n(&g_failed, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&g_done, 1, __ATOMIC_ACQ_REL);
   }
 }
 
 static void* worker_main(void* arg) {
-  int id = (int)(intptr_t)arg;
+  (void)arg;
   uint64_t seen = g_start_gen;  /* a launch may bump g_gen before this thread first runs */
   t_in_pool = 1;
   for (;;) {
@@ -76,8 +91,7 @@ static void* worker_main(void* arg) {
     }
     if (g_stop) return NULL;
     seen = __atomic_load_n(&g_gen, __ATOMIC_ACQUIRE);
-    run_tasks(id);
-    __atomic_sub_fetch(&g_pending, 1, __ATOMIC_ACQ_REL);
+    run_tasks((uint32_t)seen);
   }
 }
 
@@ -104,26 +118,29 @@ static void start_workers(int num_threads) {
 }
 
 static int nnvm_parallel_launch(NNVMParallelLambda fn, void* cdata, int num_task) {
-  NNVMParallelEnv env = {NULL, num_task > 0 ? num_task : g_num_threads};
+  NNVMParallelEnv env = {NULL, num_task > 0 ? num_task : g_num_threads * NNVM_CHUNKS};
   if (t_in_pool || g_num_threads <= 1 || env.num_task == 1 ||
       pthread_mutex_trylock(&g_launch_mu) != 0) {
+    env.num_task = num_task > 0 ? num_task : 1;
     for (int t = 0; t < env.num_task; ++t)  /* nested or concurrent launch: run inline */
       if (fn(t, &env, cdata) != 0) return -1;
     return 0;
   }
+  uint32_t gen = (uint32_t)(g_gen + 1);
   g_fn = fn; g_cdata = cdata; g_env = env; g_failed = 0;
-  __atomic_store_n(&g_pending, g_num_workers, __ATOMIC_RELEASE);
-  __atomic_add_fetch(&g_gen, 1, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&g_done, 0, __ATOMIC_RELEASE);
+  __atomic_store_n(&g_claim, (uint64_t)gen << 32, __ATOMIC_RELEASE);
+  __atomic_store_n(&g_gen, g_gen + 1, __ATOMIC_SEQ_CST);
   if (__atomic_load_n(&g_sleepers, __ATOMIC_SEQ_CST) > 0) {
     pthread_mutex_lock(&g_mu);
     pthread_cond_broadcast(&g_cv);
     pthread_mutex_unlock(&g_mu);
   }
   t_in_pool = 1;
-  run_tasks(0);
+  run_tasks(gen);
   t_in_pool = 0;
-  for (int spins = 0; __atomic_load_n(&g_pending, __ATOMIC_ACQUIRE) > 0; ++spins) {
-    if (spins < 2000) cpu_relax(); else sched_yield();  /* a busy machine: give way */
+  for (int spins = 0; __atomic_load_n(&g_done, __ATOMIC_ACQUIRE) < env.num_task; ++spins) {
+    if (spins < 2000) cpu_relax(); else sched_yield();  /* a claimed task still running */
   }
   int failed = g_failed;
   pthread_mutex_unlock(&g_launch_mu);

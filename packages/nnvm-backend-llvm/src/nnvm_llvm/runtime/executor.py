@@ -104,7 +104,7 @@ class LLVMModule(Module):
         self._var_entries = var_entries
         sizes, storage = {}, {}
         for eid, info in entries.items():
-            if eid in var_entries:
+            if eid in var_entries or info["dtype"] == "string":
                 continue
             shape, dtype = tuple(info["shape"]), info["dtype"]
             sizes[eid] = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
@@ -116,7 +116,9 @@ class LLVMModule(Module):
         self._arrays: dict[int, np.ndarray] = {}
         for eid, info in entries.items():
             shape, dtype = tuple(info["shape"]), info["dtype"]
-            if eid in var_entries:
+            if dtype == "string":  # object arrays of str: only reference kernels touch them
+                self._arrays[eid] = np.empty(shape, dtype=object)
+            elif eid in var_entries:
                 self._arrays[eid] = buffers.view(buffers.aligned_empty(
                     int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize), shape, dtype)
             else:
@@ -130,6 +132,13 @@ class LLVMModule(Module):
         for name, value in self.params.items():
             if self._bound_params.get(name) is value:
                 continue
+            baked = self._plan.get("baked", {})
+            if name in baked and not np.array_equal(np.asarray(value, np.float64).reshape(-1),
+                                                    [baked[name]]):
+                raise ExecutionError(format_error(
+                    f"llvm module, param '{name}'", "was compiled into the kernels as a "
+                    "constant and cannot be rebound", baked[name], np.asarray(value).tolist(),
+                    fix="Rebuild the model with the new value"))
             self._bound_params[name] = value
             eid = name_to_entry.get(name)
             if eid is not None and eid in self._arrays:
@@ -176,6 +185,8 @@ class LLVMModule(Module):
         self._inputs = [(self._arrays[e], n) for e, n in self._var_entries.items()
                         if n not in self.params and e in self._arrays]
         self._outputs_arr = [self._arrays[e] for e in idx.output_entries]
+        self._exact_inputs = {n: (a.dtype, a.shape) for a, n in self._inputs}
+        self._params_dirty = False
 
     def _reference_call(self, node, step):
         kernel = node.op.get_attr("FReferenceNode")
@@ -202,9 +213,32 @@ class LLVMModule(Module):
         self.num_threads = int(self._lib["nnvm_runtime_config"](int(num_threads)))
         return self.num_threads
 
+    def _bind(self, name: str, value: Any) -> None:
+        super()._bind(name, value)
+        if name in self.params:
+            self._params_dirty = True
+
+    def run(self, **inputs: Any) -> list[np.ndarray]:
+        """Run once (see ``Module.run``). An input passed as a NumPy array of exactly the
+        compiled dtype and shape skips conversion (the per-frame path of small models)."""
+        exact = self._exact_inputs
+        for k, v in inputs.items():
+            want = exact.get(k)
+            if want is not None and type(v) is np.ndarray and v.dtype == want[0] \
+                    and v.shape == want[1]:
+                self._feed[k] = v
+            else:
+                self._bind(k, v)
+        if len(self._feed) < len(self._inputs):
+            return super().run()  # raises the missing-input error
+        self._outputs = self._execute(self._feed)
+        return list(self._outputs)
+
     def _execute(self, feed: dict[str, np.ndarray]) -> list[np.ndarray]:
-        if any(self._bound_params.get(k) is not v for k, v in self.params.items()):
+        if self._params_dirty or any(self._bound_params.get(k) is not v
+                                     for k, v in self.params.items()):
             self._bind_params()
+            self._params_dirty = False
         for arr, name in self._inputs:
             np.copyto(arr, feed[name])
         step = None
@@ -231,6 +265,22 @@ class LLVMModule(Module):
                 fn(*args)
             times.append(time.perf_counter() - t0)
         return float(np.median(times))
+
+    def profile(self, repeat: int = 20, warmup: int = 2) -> list[tuple[str, float]]:
+        """Median seconds of every step (kernel function or ``reference:<op>``), in
+        execution order: where the time of a run goes (inputs already bound)."""
+        for _ in range(warmup):
+            for fn, args in self._calls:
+                fn(*args)
+        times = np.zeros((repeat, len(self._calls)))
+        clock = time.perf_counter
+        for r in range(repeat):
+            for s, (fn, args) in enumerate(self._calls):
+                t0 = clock()
+                fn(*args)
+                times[r, s] = clock() - t0
+        med = np.median(times, axis=0)
+        return [(n, float(t)) for n, t in zip(self._call_names, med)]
 
     # -- stats and export ----------------------------------------------------------------------
     def _num_kernels(self) -> int:

@@ -1,0 +1,99 @@
+"""``matmul`` as a GEMM: weight-packed when its right operand is a param, tiled when batched.
+
+ONNX exporters write every linear layer as ``MatMul(x, W) + b`` with ``W`` of shape
+``(K, N)``, so in imported transformers ``matmul`` (not ``dense``) carries nearly all the
+FLOPs. This module replaces the plain ``matmul`` lowering (importing it is enough; the
+build imports it) with two faster forms:
+
+* right operand a 2-D param (any ``transpose_b``): the weight is packed into dense panels
+  ``(N / bn, K, bn)`` at load time (layout ``matmul`` for ``(K, N)``, ``dense`` for
+  ``(N, K)``) and the group is scheduled by the ``dense`` template, bias and activation in
+  the write-back;
+* both operands activations (attention's ``Q @ K^T`` and ``P @ V``): block
+  ``anchor_matmul``, scheduled by ``schedule_batch_matmul`` (register tiles per batch).
+
+``dense`` gets the same panels; an N that no vector width divides is zero-padded to a
+multiple of one vector (``gemm_block``). Other cases keep the original rules.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from tvm import te, topi
+
+from . import lowering
+from .lowering import Lowering, dense_block
+
+_PLAIN = {name: lowering.LOWERINGS[name] for name in ("matmul", "dense")}
+
+
+def gemm_block(n: int, lanes: int) -> int:
+    """Panel width: two vectors, else one, when they divide N; for other N of at least one
+    vector, one vector with the weight zero-padded (a 258-wide layer would otherwise get
+    2-wide panels: scalar code); small N keeps the old divisor choice."""
+    for bn in (2 * lanes, lanes):
+        if n % bn == 0:
+            return bn
+    return lanes if n >= lanes else dense_block(n, lanes)
+
+
+def _pack(attrs, shapes, ctx):
+    a, b = shapes[0], shapes[1]
+    if a is None or b is None or len(b) != 2 or len(a) < 2 or attrs.get("transpose_a"):
+        return {}
+    n = b[0] if attrs.get("transpose_b") else b[1]
+    bn = gemm_block(n, ctx.vector_lanes)
+    if bn <= 1:
+        return {}
+    return {1: ("dense" if attrs.get("transpose_b") else "matmul", bn)}
+
+
+def _dense_pack(attrs, shapes, ctx):
+    if shapes[1] is None or len(shapes[1]) != 2:
+        return {}
+    bn = gemm_block(shapes[1][0], ctx.vector_lanes)
+    return {1: ("dense", bn)} if bn > 1 else {}
+
+
+def packed_gemm(x, w, bn: int, n: int, bias=None, name: str = "gemm"):
+    """``x (..., K) @ panels (ceil(N/bn), K, bn)`` -> ``(rows, N)``: block ``anchor_dense``
+    over the padded width, sliced to N by a copy stage only when padding exists."""
+    k_dim = int(x.shape[-1])
+    rows = int(np.prod([int(d) for d in x.shape[:-1]]))
+    x2 = topi.reshape(x, (rows, k_dim)) if len(x.shape) != 2 else x
+    n_pad = int(w.shape[0]) * bn
+    k = te.reduce_axis((0, k_dim), "k")
+    y = te.compute((rows, n_pad), lambda i, j: te.sum(x2[i, k] * w[j // bn, k, j % bn], axis=k),
+                   name="anchor_dense")
+    if bias is not None:
+        return te.compute((rows, n), lambda i, j: y[i, j] + bias[j], name=name + "_bias")
+    if n_pad != n:
+        return te.compute((rows, n), lambda i, j: y[i, j], name=name + "_unpad")
+    return y
+
+
+def _matmul(attrs, ins, outs, ctx):
+    if 1 not in ctx.packed:
+        return _PLAIN["matmul"].compute(attrs, ins, outs, ctx)
+    x, w = ins
+    out_shape = outs[0][0]
+    y = packed_gemm(x, w, ctx.packed[1][1], int(out_shape[-1]), name=ctx.name)
+    return topi.reshape(y, out_shape) if tuple(out_shape) != tuple(y.shape) else y
+
+
+def _dense(attrs, ins, outs, ctx):
+    if 1 not in ctx.packed:
+        return _PLAIN["dense"].compute(attrs, ins, outs, ctx)
+    out_shape = outs[0][0]
+    y = packed_gemm(ins[0], ins[1], ctx.packed[1][1], int(out_shape[-1]),
+                    ins[2] if len(ins) > 2 else None, name=ctx.name)
+    return topi.reshape(y, out_shape) if tuple(out_shape) != tuple(y.shape) else y
+
+
+def kind_of(node, packed: bool) -> str:
+    """Template of a group mastered by a matmul node (packed: the dense one)."""
+    return "dense" if packed else "matmul"
+
+
+lowering.LOWERINGS["matmul"] = Lowering(_matmul, "matmul", _pack, _PLAIN["matmul"].supports)
+lowering.LOWERINGS["dense"] = Lowering(_dense, "dense", _dense_pack, _PLAIN["dense"].supports)
