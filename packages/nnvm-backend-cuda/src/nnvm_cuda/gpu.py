@@ -17,6 +17,7 @@ import tempfile
 
 import numpy as np
 
+from nnvm.codegen.arena import host_only
 from nnvm.errors import ExecutionError, NNVMError, format_error, node_where
 from nnvm.interpreter import _np_dtype, run_reference
 
@@ -177,12 +178,18 @@ class GPUSession:
         return buf
 
     def write(self, entry: int, value) -> None:
+        if host_only(self.info.dtypes[entry]):  # strings: no arena slot, kept on the host
+            self.staging[entry] = np.asarray(value, dtype=object).reshape(
+                tuple(self.info.shapes[entry]))
+            return
         host = self._pinned(entry)
         np.copyto(host, np.asarray(value, dtype=host.dtype).reshape(host.shape))
         if host.nbytes:
             self.view(entry).set(host, stream=self.stream)
 
     def read(self, entry: int, sync: bool = True) -> np.ndarray:
+        if host_only(self.info.dtypes[entry]):
+            return self.staging[entry]
         host = self._pinned(entry)
         if host.nbytes:
             try:  # CuPy >= 13: an asynchronous copy into the pinned buffer

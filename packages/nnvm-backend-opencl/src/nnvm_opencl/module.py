@@ -13,6 +13,7 @@ import os
 
 import numpy as np
 
+from nnvm.codegen.arena import host_only
 from nnvm.codegen.builder import GraphInfo
 from nnvm.codegen.lower import Step
 from nnvm.codegen.renderer import Kernel, TensorArg
@@ -112,6 +113,10 @@ class OpenCLModule(Module):
 
     # -- execution ---------------------------------------------------------------------------
     def _write(self, entry: int, value) -> None:
+        if host_only(self.info.dtypes[entry]):  # strings: no arena slot, kept on the host
+            self._host[entry] = np.asarray(value, dtype=object).reshape(
+                self.info.shapes[entry])
+            return
         arr = np.ascontiguousarray(value, dtype=_np_dtype(self.info.dtypes[entry]))
         if arr.nbytes:
             self._cl.enqueue_copy(self.queue, self.arena, arr,
@@ -119,6 +124,8 @@ class OpenCLModule(Module):
             self._keep.append(arr)
 
     def _read(self, entry: int) -> np.ndarray:
+        if host_only(self.info.dtypes[entry]):
+            return self._host[entry].copy()
         arr = np.empty(self.info.shapes[entry], dtype=_np_dtype(self.info.dtypes[entry]))
         if arr.nbytes:
             self._cl.enqueue_copy(self.queue, arr, self.arena, src_offset=self.offsets[entry],
@@ -129,10 +136,12 @@ class OpenCLModule(Module):
         cl = self._cl
         idx = self.info.idx
         self._keep = []
+        self._host: dict[int, np.ndarray] = {}
         for nid in idx.input_nodes:
             name = idx.nodes[nid].name
             e = self.info.entry(nid, 0)
-            if name in self.params:
+            # a param stays uploaded across runs; host-only values are set again every run
+            if name in self.params and not host_only(self.info.dtypes[e]):
                 if self._uploaded.get(name) == id(self.params[name]):
                     continue
                 self._uploaded[name] = id(self.params[name])
@@ -160,7 +169,7 @@ class OpenCLModule(Module):
                                  f"OUT_OF_RESOURCES or MEM_OBJECT_ALLOCATION_FAILURE the "
                                  f"device is out of memory") from None
         finally:
-            self._keep = []
+            self._keep, self._host = [], {}
         return outs
 
     def _run_host(self, step: Step) -> None:

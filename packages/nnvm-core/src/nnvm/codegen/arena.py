@@ -14,6 +14,11 @@ correctness property and sizes only what kernels store. Storage is freed after t
 that reads it and reused best-fit by later steps (sizes rounded up to ``ALIGN`` = 256 bytes,
 cudaMalloc's own alignment, which also aligns every tensor for vector loads). Graph inputs and
 params get fixed slots, so a param uploaded once stays valid across runs.
+
+Entries of a *host-only* dtype (``string``: NumPy object arrays of Python strings) get no
+slot at all: their bytes are pointers into the host process, meaningless (and, read back,
+a crash) on a device. Lowering turns every node touching one into a host step, and the
+runtime modules keep such values as host arrays (:func:`host_only`).
 """
 
 
@@ -28,8 +33,20 @@ def _round(n: int) -> int:
     return max(ALIGN, -(-n // ALIGN) * ALIGN)
 
 
+#: dtypes whose values never leave the host (no device layout exists for them).
+HOST_ONLY_DTYPES = frozenset({"string"})
+
+
+def host_only(dtype: str | None) -> bool:
+    """Whether an entry of ``dtype`` must stay a host array (never in a device arena)."""
+    return dtype in HOST_ONLY_DTYPES
+
+
 def plan_arena(info, steps) -> tuple[dict[int, int], int, int]:
-    """``(offset in bytes per entry, arena bytes, activation bytes)`` for ``steps``."""
+    """``(offset in bytes per entry, arena bytes, activation bytes)`` for ``steps``.
+
+    Host-only entries (:func:`host_only`) get no offset.
+    """
     idx = info.idx
     offsets: dict[int, int] = {}
     end = 0
@@ -39,6 +56,8 @@ def plan_arena(info, steps) -> tuple[dict[int, int], int, int]:
 
     for nid in idx.input_nodes:  # inputs and params: fixed slots
         e = info.entry(nid, 0)
+        if host_only(info.dtypes[e]):
+            continue
         offsets[e] = end
         end += size(e)
     act_start = end
@@ -50,6 +69,8 @@ def plan_arena(info, steps) -> tuple[dict[int, int], int, int]:
     free: list[tuple[int, int]] = []  # (size, offset)
     for s, step in enumerate(steps):
         for e in step.outputs:
+            if host_only(info.dtypes[e]):
+                continue
             need = size(e)
             fits = [blk for blk in free if blk[0] >= need]
             if fits:
@@ -64,7 +85,7 @@ def plan_arena(info, steps) -> tuple[dict[int, int], int, int]:
         dead = [e for e in step.inputs if last_use.get(e) == s]
         dead += [e for e in step.outputs if e not in last_use]
         for e in dead:
-            if e in keep or idx.nodes[info.entry_node[e]].op is None:
+            if e in keep or e not in offsets or idx.nodes[info.entry_node[e]].op is None:
                 continue
             free.append((size(e), offsets[e]))
     return offsets, max(end, ALIGN), end - act_start

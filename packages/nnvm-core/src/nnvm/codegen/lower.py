@@ -13,6 +13,7 @@ import dataclasses
 import re
 
 from ..errors import UnsupportedOpError
+from .arena import host_only
 from .builder import GraphInfo, KernelBuilder
 from .cpu_templates import CPU_TEMPLATES, use_cpu_variant
 from .renderer import CLikeRenderer, Kernel
@@ -52,6 +53,8 @@ def lowerable(renderer: CLikeRenderer, info: GraphInfo, nid: int) -> str | None:
     entries = info.inputs(nid) + [info.entry(nid, k) for k in range(info.num_outputs(nid))]
     for e in entries:
         dt = info.dtypes[e]
+        if host_only(dt):
+            return f"dtype {dt} tensors live on the host only (no device layout)"
         if dt not in renderer.type_map or dt in ("float16", "bfloat16"):
             return f"dtype {dt} is not supported by the {renderer.dialect} renderer"
         if info.shapes[e] is None:

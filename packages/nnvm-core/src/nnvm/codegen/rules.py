@@ -79,9 +79,11 @@ EXPR_RULES: dict[str, Expr] = {
                                            f"{r.const(attrs['alpha'], dt)})"),
     "sigmoid": lambda r, a, attrs, dt: (f"({r.const(1, dt)} / ({r.const(1, dt)} + "
                                         f"{r.func('exp')}(-{a[0]})))"),
-    "clip": lambda r, a, attrs, dt: (f"{r.func('min')}({r.func('max')}({a[0]}, "
+    # NaN stays NaN (NumPy/ONNX); fmin/fmax, and min/max on some devices, return the bound
+    "clip": lambda r, a, attrs, dt: (f"({r.func('isnan')}({a[0]}) ? {a[0]} : "
+                                     f"{r.func('min')}({r.func('max')}({a[0]}, "
                                      f"{r.const(attrs['a_min'], dt)}), "
-                                     f"{r.const(attrs['a_max'], dt)})"),
+                                     f"{r.const(attrs['a_max'], dt)}))"),
     "softplus": lambda r, a, attrs, dt: f"{r.func('log1p')}({r.func('exp')}({a[0]}))",
     "softsign": lambda r, a, attrs, dt: f"({a[0]} / ({r.const(1, dt)} + {r.func('fabs')}"
                                         f"({a[0]})))",
@@ -120,6 +122,10 @@ def _elementwise(name: str):
             args.append(v)
         if name in ("cast", "cast_like") and b.dtype(out) == "bool":
             return f"({args[0]} != {b.r.const(0, b.dtype(b.inputs(nid)[0]))})"
+        if name in ("cast", "cast_like") and b.dtype(b.inputs(nid)[0]) != b.dtype(out):
+            # convert here, not only at the store: a fused consumer reads this value, and
+            # e.g. pow() of an int cast to double must see a double (OpenCL has no int pow)
+            return b.r.cast(args[0], b.dtype(out))
         dt = b.dtype(out) if b.dtype(out) != "bool" else b.dtype(b.inputs(nid)[0])
         return expr(b.r, args, b.attrs(nid), dt)
 

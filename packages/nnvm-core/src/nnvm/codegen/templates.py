@@ -163,7 +163,7 @@ def pool2d(b: KernelBuilder, nid: int) -> None:
     on, oc, oy, ox = b.delinearize(gid, b.shape(out))
     y0 = b.int_let(f"{oy} * {pl.s[0]} - {pt}")
     x0 = b.int_let(f"{ox} * {pl.s[1]} - {plft}")
-    acc = b.let(t, b.r.const(float("-inf") if is_max else 0, dt), "acc", const=False)
+    acc = b.let(t, _lowest(b, dt) if is_max else b.r.const(0, dt), "acc", const=False)
     cnt = b.let(b.r.int_type, "0", "cnt", const=False)
     kh, kw = pl.k
     with b.block(f"for (int dy = 0; dy < {kh}; ++dy)"):
@@ -185,6 +185,16 @@ def pool2d(b: KernelBuilder, nid: int) -> None:
     b.store([on, oc, oy, ox], res)
 
 
+def _lowest(b: KernelBuilder, dt: str) -> str:
+    """The start value of a max: -inf for floats, the dtype's minimum for integers (an integer
+    type has no infinity, and its minimum is the identity of max just the same)."""
+    if dt.startswith("float"):
+        return b.r.const(float("-inf"), dt)
+    import numpy as np
+
+    return b.r.const(int(np.iinfo(dt if dt != "bool" else "uint8").min), dt)
+
+
 def global_pool2d(b: KernelBuilder, nid: int) -> None:
     attrs = b.attrs(nid)
     if attrs.get("layout", "NCHW") != "NCHW":
@@ -196,7 +206,7 @@ def global_pool2d(b: KernelBuilder, nid: int) -> None:
     is_max = b.node(nid).op.name == "global_max_pool2d"
     gid = _gid_guard(b, n * c)
     on, oc = b.delinearize(gid, (n, c))
-    acc = b.let(t, b.r.const(float("-inf") if is_max else 0, dt), "acc", const=False)
+    acc = b.let(t, _lowest(b, dt) if is_max else b.r.const(0, dt), "acc", const=False)
     with b.block(f"for (int p = 0; p < {h * w}; ++p)"):
         iy, ix = b.delinearize("p", (h, w))
         v = b.value(src, [on, oc, iy, ix])
