@@ -13,7 +13,7 @@ import json
 import os
 
 from nnvm.codegen.builder import GraphInfo
-from nnvm.codegen.lower import Step
+from nnvm.codegen.lower import Step, step_stats
 from nnvm.errors import BackendUnavailableError
 from nnvm.runtime.module import Module
 
@@ -79,15 +79,8 @@ class CUDAModule(Module):
 
     def stats(self) -> dict:
         out = super().stats()
-        host = [s for s in self.steps if s.kind == "host"]
+        out.update(step_stats(self.info, self.steps, self._act_bytes, self.arena_bytes))
         out.update({
-            "activation_bytes": self._act_bytes,
-            "memory_planned": True,
-            "arena_bytes": self.arena_bytes,
-            "num_groups": sum(1 for s in self.steps if s.kind == "kernel"),
-            "num_fallback_ops": len(host),
-            "fallback_ops": {self.info.idx.nodes[s.root].name:
-                             f"{self.info.idx.nodes[s.root].op.name}: {s.reason}" for s in host},
             "num_cublas_gemms": len(self.cublas_steps),
             "arches": sorted(self.ptx),
             "ptx_bytes": {a: len(t) for a, t in sorted(self.ptx.items())},

@@ -15,7 +15,7 @@ import numpy as np
 
 from nnvm.codegen.arena import host_only
 from nnvm.codegen.builder import GraphInfo
-from nnvm.codegen.lower import Step
+from nnvm.codegen.lower import Step, step_stats
 from nnvm.codegen.renderer import Kernel, TensorArg
 from nnvm.errors import ExecutionError, NNVMError, format_error
 from nnvm.interpreter import _np_dtype, run_reference
@@ -185,15 +185,8 @@ class OpenCLModule(Module):
 
     def stats(self) -> dict:
         out = super().stats()
-        host = [s for s in self.steps if s.kind == "host"]
+        out.update(step_stats(self.info, self.steps, self._act_bytes, self.arena_bytes))
         out.update({
-            "activation_bytes": self._act_bytes,
-            "memory_planned": True,
-            "arena_bytes": self.arena_bytes,
-            "num_groups": sum(1 for s in self.steps if s.kind == "kernel"),
-            "num_fallback_ops": len(host),
-            "fallback_ops": {self.info.idx.nodes[s.root].name:
-                             f"{self.info.idx.nodes[s.root].op.name}: {s.reason}" for s in host},
             "device": f"{self.platform.name.strip()} / {self.device.name.strip()}",
             "program_from_cache": self.from_cache,
         })

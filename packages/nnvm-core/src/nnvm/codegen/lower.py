@@ -183,6 +183,22 @@ def lower_graph(graph, renderer: CLikeRenderer, limits: dict | None = None,
     return steps
 
 
+def step_stats(info: GraphInfo, steps: list[Step], act_bytes: int, arena_bytes: int) -> dict:
+    """The ``stats()`` entries every arena backend reports: planned bytes, groups, and the
+    ops that ran as host (reference-kernel) steps, with the reason each had no kernel."""
+    host = [s for s in steps if s.kind == "host"]
+    nodes = info.idx.nodes
+    return {
+        "activation_bytes": act_bytes,
+        "memory_planned": True,
+        "arena_bytes": arena_bytes,
+        "num_groups": sum(1 for s in steps if s.kind == "kernel"),
+        "num_fallback_ops": len(host),
+        "fallback_ops": {nodes[s.root].name: f"{nodes[s.root].op.name}: {s.reason}"
+                         for s in host},
+    }
+
+
 def _host(info: GraphInfo, nid: int, reason: str) -> Step:
     ins, outs = _step_io(info, nid, [nid])
     return Step("host", nid, [nid], [], outs, ins, reason)
