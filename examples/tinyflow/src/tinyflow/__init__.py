@@ -24,20 +24,19 @@ __version__ = "0.1.0"
 
 
 def _ensure_ops_registered() -> None:
-    """Register TinyFlow's ops by hand when its entry point was not discovered (e.g. the
-    package is imported from a source tree without being installed)."""
+    """Register TinyFlow's ops by hand when its entry point is not installed (e.g. the package
+    is imported from a source tree). When it is installed, NNVM's plugin loader registers
+    them; registering here too would make the loader, which may be importing this very
+    module, see the ops twice."""
+    from importlib.metadata import entry_points
+
+    if any(ep.name == "tinyflow" for ep in entry_points(group="nnvm")):
+        return
     from nnvm import plugin_manager
-    from nnvm.errors import OpNotFoundError
-    from nnvm.op import get_op
 
-    from .ops import NORMAL
+    from . import plugin
 
-    try:
-        get_op(NORMAL)
-    except OpNotFoundError:
-        from . import plugin
-
-        plugin_manager.register_plugin(plugin, "tinyflow")
+    plugin_manager.register_plugin(plugin, "tinyflow")
 
 
 _ensure_ops_registered()

@@ -114,6 +114,8 @@ def register_plugin(module: Any, name: str) -> None:
 
     load()
     pm: pluggy.PluginManager = _state["pm"]
+    if pm.get_plugin(name) is not None:
+        return  # already registered (e.g. discovered through its entry point)
     pm.register(module, name=name)
     _infos[name] = PluginInfo(name, getattr(module, "__version__", "0"), getattr(
         module, "__name__", name), True)
