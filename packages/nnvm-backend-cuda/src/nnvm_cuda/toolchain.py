@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import tempfile
 
+from nnvm.codegen.diagnostics import clip_log, kernels_at_lines
 from nnvm.errors import NNVMError
 
 #: options given to every compile (no fast-math: results must match the reference kernels).
@@ -254,26 +255,12 @@ def ptxas_check(ptx: str, arch: str) -> tuple[bool, str]:
     return res.returncode == 0, res.stderr + res.stdout
 
 
-def kernel_at_line(source: str, line: int) -> str | None:
-    """The kernel whose text contains 1-based ``line`` of ``source``."""
-    name = None
-    for i, text in enumerate(source.splitlines(), start=1):
-        m = re.search(r"__global__.*?void\s+(\w+)\s*\(", text)
-        if m:
-            name = m.group(1)
-        if i >= line:
-            return name
-    return name
-
-
 def build_message(source: str, log: str, arch: str, compiler: str) -> str:
     lines = sorted({int(m) for m in re.findall(r"\((\d+)\): error", log)} |
                    {int(m) for m in re.findall(r":(\d+):\d+: error", log)})
-    names = [n for n in dict.fromkeys(kernel_at_line(source, ln) for ln in lines) if n]
+    names = kernels_at_lines(source, lines, r"__global__")
     where = f"kernel(s) {', '.join(names)}" if names else "the program"
-    tail = log.strip()
-    if len(tail) > 4000:
-        tail = tail[:4000] + "\n..."
+    tail = clip_log(log)
     return (f"CUDA build ({compiler}, {arch}) of {where} failed -> the generated source does "
             f"not compile -> this is a code generator bug; please report it with the log below "
             f"(set NNVM_CUDA_DUMP=1 to print the source)\ncompiler log:\n{tail}")

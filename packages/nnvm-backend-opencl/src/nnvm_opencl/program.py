@@ -21,6 +21,7 @@ import re
 import tempfile
 
 from nnvm.errors import NNVMError
+from nnvm.codegen.diagnostics import clip_log, kernels_at_lines
 
 BUILD_OPTIONS = "-cl-fast-relaxed-math -cl-mad-enable"
 
@@ -130,18 +131,6 @@ def _write_atomic(path: str, data: bytes) -> None:
         pass
 
 
-def kernel_at_line(source: str, line: int) -> str | None:
-    """The name of the kernel whose text contains 1-based ``line`` of ``source``."""
-    name = None
-    for i, text in enumerate(source.splitlines(), start=1):
-        m = re.match(r"__kernel\b.*?void\s+(\w+)\s*\(", text)
-        if m:
-            name = m.group(1)
-        if i >= line:
-            return name
-    return name
-
-
 def _build_message(source: str, log: str) -> str:
     lines = set()
     for text in log.splitlines():  # clang: "file:L:C: error: ..."; PoCL: "error: file:L:C: ..."
@@ -149,11 +138,9 @@ def _build_message(source: str, log: str) -> str:
         if m and "error" in text:
             lines.add(int(m.group(1)))
     lines = sorted(lines)
-    names = [n for n in dict.fromkeys(kernel_at_line(source, ln) for ln in lines) if n]
+    names = kernels_at_lines(source, lines, r"__kernel")
     where = f"kernel(s) {', '.join(names)}" if names else "program"
-    tail = log.strip()
-    if len(tail) > 4000:
-        tail = tail[:4000] + "\n..."
+    tail = clip_log(log)
     return (f"OpenCL build of {where} failed -> the generated source does not compile -> "
             f"this is a code generator bug; please report it with the log below "
             f"(set NNVM_OPENCL_DUMP=1 to print the source)\ncompiler log:\n{tail}")
