@@ -8,19 +8,18 @@ generated OpenCL kernel, with *fallback* when at least one op ran as a counted h
 (its NumPy reference kernel; the module's ``stats()["fallback_ops"]``)::
 
     python scripts/opencl_node_suite.py                 # the whole suite (1,884 cases)
-    python scripts/opencl_node_suite.py --subset        # the CI subset (every op type once)
+    python scripts/opencl_node_suite.py --subset        # every op type once (179 cases)
     python scripts/opencl_node_suite.py --write-ledger  # rewrite the opencl ledger (full run)
     python scripts/opencl_node_suite.py -k conv -v      # matching cases, with failure reasons
     python scripts/opencl_node_suite.py --fallback-ops  # which ops ran on the host, how often
     python scripts/opencl_node_suite.py --progress run.jsonl      # poll a long run
     python scripts/opencl_node_suite.py --resume run.jsonl        # finish an interrupted one
 
-Why a subset in CI: PoCL compiles every model's program cold (~1 s) and specialises each
-kernel at its first launch, so a compiled case costs ~1-3 s of CPU; the full suite took
-~31 min of wall time on 2 (shared) cores, and a kernel cache (``POCL_CACHE_DIR``,
-``NNVM_CACHE_DIR``) is empty on a fresh CI machine. ``tests/backends/test_opencl_node_suite.py``
-runs :func:`subset_names` (the 200 op types of the suite, covered by 179 cases: ~2 min on 2
-cores, cold) and checks it against the ledger, which this script writes from a full run.
+CI runs the whole suite (``tests/backends/test_opencl_node_suite.py``): 336 s for all 1,884
+cases on 2 idle cores with an empty kernel cache. A case costs PoCL's cold compile of its one
+program (~0.1-0.5 s; a case whose every op is a host step compiles nothing) plus each kernel's
+specialisation at its first launch; every module of a worker shares one OpenCL context.
+``--subset`` (every ONNX op type once, 179 cases) is a quick local smoke run.
 
 Workers are *spawned* processes (not forked) that receive the loaded cases pickled: forking
 a process that already initialised PoCL (its thread pool) can deadlock the child. A worker
@@ -313,8 +312,8 @@ def write_ledger(results: dict[str, tuple], path: str = LEDGER) -> None:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("-k", dest="pattern", default=None, help="regex on test names")
-    p.add_argument("--subset", action="store_true", help="the CI subset (every op type once)")
-    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--subset", action="store_true", help="every op type once (a quick smoke run)")
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 2)
     p.add_argument("--target", default="opencl")
     p.add_argument("--write-ledger", action="store_true")
     p.add_argument("--fallback-ops", action="store_true",

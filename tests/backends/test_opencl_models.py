@@ -108,6 +108,23 @@ def test_kernel_build_error_names_kernel_and_log():
     assert "broken_kernel" in msg and "undefined_name" in msg
 
 
+def test_out_of_device_memory_is_a_clear_error():
+    """An arena larger than the device can hold in one buffer fails at build, before any
+    allocation, naming the device, the limit, the size asked for and what to do."""
+    from nnvm.errors import ExecutionError
+    from nnvm_opencl.device import select
+
+    _, dev = select()
+    limit = min(int(dev.max_mem_alloc_size), int(dev.global_mem_size))
+    n = limit // 4 + 1024  # one float32 input alone overflows the limit
+    x = sym.Variable("x")
+    with pytest.raises(ExecutionError) as info:
+        nnvm.compiler.build(sym.relu(x), target="opencl", shape={"x": (n,)})
+    msg = str(info.value)
+    assert "out of device memory" in msg and dev.name.strip() in msg
+    assert str(limit) in msg and "smaller batch" in msg
+
+
 def test_bad_target_option_lists_valid_ones():
     x = sym.Variable("x")
     with pytest.raises(NNVMError, match="-device"):

@@ -40,6 +40,18 @@ def devices() -> tuple:
     return tuple(found)
 
 
+@functools.lru_cache(maxsize=None)
+def context(dev):
+    """One OpenCL context per device and process, shared by every module on it.
+
+    Why shared: a context is the unit the driver keeps compiled programs and its kernel
+    library in; one per module made each model pay that set-up again and kept N copies.
+    """
+    import pyopencl as cl
+
+    return cl.Context([dev])
+
+
 def unavailable_reason() -> str | None:
     """None when a device is usable, else the reason and the fix."""
     why = pyopencl_reason()

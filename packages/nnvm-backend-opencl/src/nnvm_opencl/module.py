@@ -65,11 +65,14 @@ class OpenCLModule(Module):
         self.steps, self.offsets, self.source = steps, offsets, source
         self.arena_bytes, self._act_bytes = arena_bytes, activation_bytes
         self.platform, self.device = devices.select(platform, device)
-        self.ctx = cl.Context([self.device])
+        self.ctx = devices.context(self.device)
         self.queue = cl.CommandQueue(self.ctx)
         if os.environ.get("NNVM_OPENCL_DUMP"):
             print(source)
-        if binary is not None:
+        if not any(s.kernels for s in steps):
+            # every step runs on the host (or there are none): nothing to compile
+            self.program, self.from_cache, self.binary = None, None, b""
+        elif binary is not None:
             self.program, self.from_cache = program_from_binary(self.ctx, self.device, binary,
                                                                 source)
             self.binary = binary
