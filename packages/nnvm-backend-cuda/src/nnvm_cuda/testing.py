@@ -113,8 +113,11 @@ def neutralize(source: str, renderer, local_size=None) -> str:
     if renderer.buffer_prefix:
         text = text.replace(renderer.buffer_prefix, "")
     text = re.sub(rf"\b{re.escape(renderer.restrict)}\b", "@restrict", text)
-    for name in renderer.math_names:
-        text = re.sub(rf"\b{re.escape(renderer.func(name))}\(", f"@fn_{name}(", text)
+    # a dialect may spell a function per argument type (OpenCL's inlined float32 exp...)
+    names = set(renderer.math_names) | {"exp", "log", "tanh", "erf", "pow"}
+    spelled = {(renderer.func(n, dt), n) for n in names for dt in [None, *renderer.type_map]}
+    for c_name, name in sorted(spelled, key=lambda cn: -len(cn[0])):
+        text = re.sub(rf"\b{re.escape(c_name)}\(", f"@fn_{name}(", text)
     canon = {"bool": "uint8"}
     ctypes = sorted(renderer.type_map.items(), key=lambda kv: -len(kv[1]))
     for dtype, ctype in ctypes:

@@ -115,8 +115,8 @@ def dot_gemm(b: KernelBuilder, batch: int, m: int, n: int, k: int, a: str, a_row
             for _ in range(nr)] for _ in range(mr)]
     kv = k // v * v
     with b.block(f"for (int l = 0; l < {kv}; l += {v})"):
-        av = [b.let(vt, r.vload(v, f"{p} + l"), "a") for p in pa]
-        bv = [b.let(vt, r.vload(v, f"{p} + l"), "b") for p in pb]
+        av = [b.let(vt, r.vload(v, f"{p} + l", dtype), "a") for p in pa]
+        bv = [b.let(vt, r.vload(v, f"{p} + l", dtype), "b") for p in pb]
         for i in range(mr):
             for j in range(nr):
                 b.emit(f"{acc[i][j]} += {av[i]} * {bv[j]};")
@@ -156,7 +156,8 @@ def axpy_gemm(b: KernelBuilder, batch: int, m: int, n: int, k: int, a: str, a_ro
     acc = [[b.let(vt, r.vec_splat(dtype, v, r.const(0, dtype)), "acc", const=False)
             for _ in range(nc)] for _ in range(mr)]
     with b.block(f"for (int l = 0; l < {k}; ++l)"):
-        bv = [b.let(vt, r.vload(v, f"{pb} + l * {n} + {c * v}"), "b") for c in range(nc)]
+        bv = [b.let(vt, r.vload(v, f"{pb} + l * {n} + {c * v}", dtype), "b")
+              for c in range(nc)]
         for i in range(mr):
             av = b.let(r.ctype(dtype), f"{pa[i]}[l]", "a")
             for c in range(nc):
@@ -284,7 +285,7 @@ def conv2d(b: KernelBuilder, nid: int) -> bool:
                 inside = f"{ix} >= 0 && {ix} + {(v - 1) * sx} < {wd}"
                 with b.block(f"if ({inside})"):
                     if sx == 1:
-                        b.emit(f"{xv} = {r.vload(v, f'{row} + {ix}')};")
+                        b.emit(f"{xv} = {r.vload(v, f'{row} + {ix}', dt)};")
                     else:
                         lanes = ", ".join(f"{row}[{ix} + {q * sx}]" for q in range(v))
                         b.emit(f"{xv} = ({vt})({lanes});")

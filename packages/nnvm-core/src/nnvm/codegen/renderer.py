@@ -140,8 +140,9 @@ class CLikeRenderer:
     def cast(self, expr: str, dtype: str) -> str:
         return f"(({self.ctype(dtype)})({expr}))"
 
-    def func(self, name: str) -> str:
-        """The dialect's name of math function ``name`` (``exp``, ``tanh``, ``erf``...)."""
+    def func(self, name: str, dtype: str | None = None) -> str:
+        """The dialect's name of math function ``name`` (``exp``, ``tanh``, ``erf``...) for
+        arguments of ``dtype`` (a dialect may have faster versions for some types)."""
         return self.math_names.get(name, name)
 
     # -- vectors (only called when ``vector_types``) -----------------------------------------
@@ -149,8 +150,9 @@ class CLikeRenderer:
         """The ``n``-wide vector type of ``dtype`` (``float8``)."""
         return f"{self.ctype(dtype)}{n}"
 
-    def vload(self, n: int, ptr: str) -> str:
-        """``n`` consecutive elements at pointer expression ``ptr`` (no alignment needed)."""
+    def vload(self, n: int, ptr: str, dtype: str = "float32") -> str:
+        """``n`` consecutive ``dtype`` elements at global-memory pointer expression ``ptr``
+        (no alignment needed)."""
         return f"vload{n}(0, {ptr})"
 
     def vec_lane(self, vec: str, i: int) -> str:

@@ -29,7 +29,7 @@ def _bin(fmt: str) -> Expr:
 
 
 def _fn(name: str) -> Expr:
-    return lambda r, a, attrs, dt: f"{r.func(name)}({a[0]})"
+    return lambda r, a, attrs, dt: f"{r.func(name, dt)}({a[0]})"
 
 
 def _scalar(fmt: str) -> Expr:
@@ -38,6 +38,12 @@ def _scalar(fmt: str) -> Expr:
 
 def _fdt(dt: str) -> str:
     return dt if dt.startswith("float") else "float32"
+
+
+def _clip01(expr: str, r, dt: str) -> str:
+    """``expr`` clamped to [0, 1] with compares (no min/max library calls)."""
+    zero, one = r.const(0, dt), r.const(1, dt)
+    return f"(({expr}) < {zero} ? {zero} : (({expr}) > {one} ? {one} : ({expr})))"
 
 
 def _zero(dt, r):
@@ -50,7 +56,7 @@ EXPR_RULES: dict[str, Expr] = {
     "elemwise_sub": _bin("({0} - {1})"), "broadcast_sub": _bin("({0} - {1})"),
     "elemwise_mul": _bin("({0} * {1})"), "broadcast_mul": _bin("({0} * {1})"),
     "elemwise_div": _bin("({0} / {1})"), "broadcast_div": _bin("({0} / {1})"),
-    "broadcast_pow": lambda r, a, attrs, dt: f"{r.func('pow')}({a[0]}, {a[1]})",
+    "broadcast_pow": lambda r, a, attrs, dt: f"{r.func('pow', dt)}({a[0]}, {a[1]})",
     "broadcast_maximum": _bin("({0} > {1} ? {0} : {1})"),
     "broadcast_minimum": _bin("({0} < {1} ? {0} : {1})"),
     "elemwise_sum": lambda r, a, attrs, dt: "(" + " + ".join(a) + ")",
@@ -67,10 +73,10 @@ EXPR_RULES: dict[str, Expr] = {
     "__add_scalar__": _scalar("({0} + {s})"), "__sub_scalar__": _scalar("({0} - {s})"),
     "__rsub_scalar__": _scalar("({s} - {0})"), "__mul_scalar__": _scalar("({0} * {s})"),
     "__div_scalar__": _scalar("({0} / {s})"), "__rdiv_scalar__": _scalar("({s} / {0})"),
-    "__pow_scalar__": lambda r, a, attrs, dt: f"{r.func('pow')}({a[0]}, "
+    "__pow_scalar__": lambda r, a, attrs, dt: f"{r.func('pow', dt)}({a[0]}, "
                                               f"{r.const(attrs['scalar'], dt)})",
-    "__rpow_scalar__": lambda r, a, attrs, dt: f"{r.func('pow')}({r.const(attrs['scalar'], dt)}"
-                                               f", {a[0]})",
+    "__rpow_scalar__": lambda r, a, attrs, dt: (f"{r.func('pow', dt)}("
+                                                f"{r.const(attrs['scalar'], dt)}, {a[0]})"),
     # activations
     "relu": lambda r, a, attrs, dt: f"({a[0]} > {_zero(dt, r)} ? {a[0]} : {_zero(dt, r)})",
     "_relu_backward": lambda r, a, attrs, dt: f"({a[1]} > {_zero(dt, r)} ? {a[0]} : "
@@ -78,16 +84,18 @@ EXPR_RULES: dict[str, Expr] = {
     "leaky_relu": lambda r, a, attrs, dt: (f"({a[0]} > {_zero(dt, r)} ? {a[0]} : {a[0]} * "
                                            f"{r.const(attrs['alpha'], dt)})"),
     "sigmoid": lambda r, a, attrs, dt: (f"({r.const(1, dt)} / ({r.const(1, dt)} + "
-                                        f"{r.func('exp')}(-{a[0]})))"),
+                                        f"{r.func('exp', dt)}(-{a[0]})))"),
     # NaN stays NaN (NumPy/ONNX); fmin/fmax, and min/max on some devices, return the bound
     "clip": lambda r, a, attrs, dt: (f"({r.func('isnan')}({a[0]}) ? {a[0]} : "
                                      f"{r.func('min')}({r.func('max')}({a[0]}, "
                                      f"{r.const(attrs['a_min'], dt)}), "
                                      f"{r.const(attrs['a_max'], dt)}))"),
-    "softplus": lambda r, a, attrs, dt: f"{r.func('log1p')}({r.func('exp')}({a[0]}))",
+    "softplus": lambda r, a, attrs, dt: f"{r.func('log1p')}({r.func('exp', dt)}({a[0]}))",
     "softsign": lambda r, a, attrs, dt: f"({a[0]} / ({r.const(1, dt)} + {r.func('fabs')}"
                                         f"({a[0]})))",
     "reciprocal": lambda r, a, attrs, dt: f"({r.const(1, dt)} / {a[0]})",
+    "hard_sigmoid": lambda r, a, attrs, dt: _clip01(
+        f"{a[0]} * {r.const(attrs['alpha'], dt)} + {r.const(attrs['beta'], dt)}", r, dt),
     # casts and constants (dtype conversions go through the store/let casts)
     "cast": _bin("{0}"), "cast_like": _bin("{0}"),
     "zeros_like": lambda r, a, attrs, dt: r.const(0, dt),
@@ -262,6 +270,104 @@ def _take(b: KernelBuilder, nid: int, k: int, coords) -> str:
     return b.value(data, list(coords[:ax]) + [pos] + list(coords[ax + ni:]))
 
 
+def _wrapped_index(b: KernelBuilder, i: str, size: int) -> str:
+    """ONNX index ``i`` into an axis of ``size``: negative counts from the end; clamped to
+    the axis (the reference raises on an out-of-range index, a kernel cannot)."""
+    raw = b.int_let(f"({b.r.int_type})({i})")
+    return _clamped(b, f"({raw} < 0 ? {raw} + {size} : {raw})", size)
+
+
+def _gather(b: KernelBuilder, nid: int, k: int, coords) -> str:
+    data, ind = b.inputs(nid)
+    dshape, ni = b.shape(data), len(b.shape(ind))
+    ax = b.attrs(nid)["axis"] % len(dshape)
+    pos = _wrapped_index(b, b.value(ind, coords[ax:ax + ni]), dshape[ax])
+    return b.value(data, list(coords[:ax]) + [pos] + list(coords[ax + ni:]))
+
+
+def _gather_elements(b: KernelBuilder, nid: int, k: int, coords) -> str:
+    data, ind = b.inputs(nid)
+    dshape = b.shape(data)
+    ax = b.attrs(nid)["axis"] % len(dshape)
+    pos = _wrapped_index(b, b.value(ind, coords), dshape[ax])
+    return b.value(data, list(coords[:ax]) + [pos] + list(coords[ax + 1:]))
+
+
+def _resize_axis(b: KernelBuilder, nid: int, c: str, axis: int, n_in: int, scale: float,
+                 n_out: int, roi) -> list[tuple[str, str | None]]:
+    """Taps ``[(input index expr, weight expr | None)]`` of output coordinate ``c`` on one
+    resized axis, in closed form, after checking that form against the reference's own
+    interpolation matrix (``nnvm.ops.image``) for every output index."""
+    import numpy as np
+
+    from ..ops.image import _axis_matrix, _source_coords
+
+    attrs = b.attrs(nid)
+    w, extrap = _axis_matrix(attrs, n_in, scale, n_out, roi)
+    if extrap is not None or (w > 0).sum(axis=1).max() > 2:
+        raise b.unsupported(nid, f"resize mode {attrs['mode']!r} with these options has no "
+                                 "kernel (nearest and linear without roi/antialias have)")
+    o = np.arange(n_out)
+    if attrs["mode"] == "nearest":
+        idx = w.argmax(axis=1)
+        g = np.gcd(n_in, n_out)
+        num, den = n_in // g, n_out // g
+        for off in range(0, den):  # idx = (o * num + off) / den, exactly
+            if np.array_equal(np.minimum((o * num + off) // den, n_in - 1), idx):
+                e = f"({c} * {num} + {off}) / {den}" if (num, den, off) != (1, 1, 0) else c
+                return [(_clamped(b, e, n_in), None)]
+        raise b.unsupported(nid, "resize: no integer closed form for this nearest mapping")
+    # linear: x = o * step + start, clamped to the axis; taps floor(x) and floor(x) + 1
+    src, _ = _source_coords(attrs["coordinate_transformation_mode"], o.astype(np.float64),
+                            scale, n_in, n_out, roi)
+    step = float(src[1] - src[0]) if n_out > 1 else 0.0
+    start = float(src[0])
+    xs = np.clip((o * np.float32(step) + np.float32(start)).astype(np.float32), 0, n_in - 1)
+    i0 = np.floor(xs).astype(np.int64)
+    w1 = (xs - i0).astype(np.float64)
+    rebuilt = np.zeros_like(w)
+    np.add.at(rebuilt, (o, i0), 1 - w1)
+    np.add.at(rebuilt, (o, np.minimum(i0 + 1, n_in - 1)), w1)
+    if not np.allclose(rebuilt, w, atol=1e-5):
+        raise b.unsupported(nid, "resize: the linear mapping is not affine on this axis")
+    f = b.r.ctype("float32")
+    xe = b.let(f, f"{c} * {b.r.const(step, 'float32')} + {b.r.const(start, 'float32')}")
+    xc = b.let(f, f"({xe} < 0 ? 0 : ({xe} > {n_in - 1} ? {n_in - 1} : {xe}))")
+    lo = b.int_let(f"({b.r.int_type})({xc})")
+    hi = b.int_let(f"({lo} + 1 < {n_in} ? {lo} + 1 : {n_in - 1})")
+    wt = b.let(f, f"{xc} - ({f}){lo}")
+    return [(lo, f"({b.r.const(1, 'float32')} - {wt})"), (hi, wt)]
+
+
+def _resize(b: KernelBuilder, nid: int, k: int, coords) -> str:
+    from ..ops.image import _plan
+
+    src = b.inputs(nid)[0]
+    ishape = b.shape(src)
+    attrs = b.attrs(nid)
+    if attrs["antialias"] or attrs["exclude_outside"] or attrs["mode"] == "cubic":
+        raise b.unsupported(nid, "resize: cubic, antialias and exclude_outside have no kernel")
+    plan, _ = _plan(attrs, ishape)
+    taps = {a: _resize_axis(b, nid, coords[a], a, ishape[a], sc, n, roi)
+            for a, sc, n, roi in plan}
+    terms = [([], [])]
+    for a in range(len(ishape)):
+        opts = taps.get(a, [(coords[a], None)])
+        terms = [(ic + [i], ws + ([wt] if wt else [])) for ic, ws in terms for i, wt in opts]
+    dt = b.dtype(src)
+    acc = b.r.ctype(dt if dt.startswith("float") else "float32")
+    parts = []
+    for ic, ws in terms:
+        v = b.value(src, ic)
+        parts.append(" * ".join([f"({acc})({v})"] + ws) if ws else v)
+    if len(parts) == 1:
+        return parts[0]
+    total = "(" + " + ".join(parts) + ")"
+    if dt.startswith("float"):
+        return total
+    return f"{b.r.func('rint')}({total})"
+
+
 def _tile(b: KernelBuilder, nid: int, k: int, coords) -> str:
     src = b.inputs(nid)[0]
     ishape = b.shape(src)
@@ -306,8 +412,9 @@ VALUE_RULES.update({
     "expand_dims": _reshape, "transpose": _transpose, "broadcast_to": _broadcast,
     "expand": _broadcast, "expand_like": _expand_like, "strided_slice": _strided_slice,
     "pad": _pad, "concatenate": _concatenate, "split": _split, "take": _take, "tile": _tile,
+    "gather": _gather, "gather_elements": _gather_elements, "resize": _resize,
     "batch_norm": _batch_norm, "dropout": _dropout,
 })
 
 #: Ops whose value rule reads an input at data-dependent coordinates (never in place).
-GATHERS = {"take"}
+GATHERS = {"take", "gather", "gather_elements"}

@@ -135,12 +135,13 @@ def softmax(b: KernelBuilder, nid: int) -> None:
         b.emit(f"{m} = {v} > {m} ? {v} : {m};")
     s = b.let(t, b.r.const(0, dt), "sum", const=False)
     with b.block(f"for (int j = 0; j < {n}; ++j)"):
-        b.emit(f"{s} += {b.r.func('exp')}({b.value(src, at('j'))} - {m});")
+        b.emit(f"{s} += {b.r.func('exp', dt)}({b.value(src, at('j'))} - {m});")
     log = b.node(nid).op.name == "log_softmax"
-    scale = b.let(t, f"{b.r.func('log')}({s})" if log else f"{b.r.const(1, dt)} / {s}", "k")
+    scale = b.let(t, f"{b.r.func('log', dt)}({s})" if log else f"{b.r.const(1, dt)} / {s}", "k")
     with b.block(f"for (int j = 0; j < {n}; ++j)"):
         v = b.value(src, at("j"))
-        res = f"({v} - {m} - {scale})" if log else f"{b.r.func('exp')}({v} - {m}) * {scale}"
+        res = (f"({v} - {m} - {scale})" if log
+               else f"{b.r.func('exp', dt)}({v} - {m}) * {scale}")
         b.store(at("j"), res)
 
 
