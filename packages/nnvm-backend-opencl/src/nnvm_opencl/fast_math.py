@@ -1,4 +1,5 @@
-"""Inlined float32 math for OpenCL C: ``exp``, ``log``, ``tanh``, ``erf``, ``pow``.
+"""Inlined float32 math for OpenCL C: ``exp``, ``log``, ``tanh``, ``erf``, ``pow`` (and an
+integer ``clamp`` for index arithmetic).
 
 Why: PoCL's builtin library is linked as out-of-line functions, so every ``exp``/``tanh``/
 ``erf``/``pow`` (and even ``fmin``/``floor``) in a kernel is a call that also stops PoCL's
@@ -24,6 +25,7 @@ FAST_MATH_PREAMBLE = """#if defined(__clang__)
 #else
 #define NNVM_INLINE static inline
 #endif
+NNVM_INLINE int nnvm_clampi(int x, int lo, int hi) { return x < lo ? lo : (x > hi ? hi : x); }
 NNVM_INLINE int nnvm_isnanf(float x) { return (as_int(x) & 0x7fffffff) > 0x7f800000; }
 NNVM_INLINE float nnvm_fabsf(float x) { return as_float(as_int(x) & 0x7fffffff); }
 NNVM_INLINE float nnvm_signf(float v, float s) {

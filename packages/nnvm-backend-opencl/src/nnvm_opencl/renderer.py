@@ -39,7 +39,7 @@ class OpenCLRenderer(CLikeRenderer):
     global_id = "get_global_id({d})"
     local_id = "get_local_id({d})"
     group_id = "get_group_id({d})"
-    math_names = {"clampi": "clamp", "fabs": "fabs"}
+    math_names = {"clampi": "nnvm_clampi", "fabs": "fabs"}
     preamble = ("#ifdef cl_khr_fp64\n#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n#endif\n"
                 + VLOAD_PREAMBLE + FAST_MATH_PREAMBLE)
     vector_types = True

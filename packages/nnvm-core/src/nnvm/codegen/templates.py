@@ -438,10 +438,54 @@ def _conv2d_direct(b: KernelBuilder, nid: int, cv, x: int, w: int) -> None:
     b.store([on, oc, oy, ox], acc)
 
 
+def conv_transpose(b: KernelBuilder, nid: int) -> None:
+    """2-D transposed convolution (NCHW, weight (C_in, C_out/g, KH, KW)) in gather form:
+    one work-item per output element sums the input pixels whose strided footprint covers
+    it, so no two work-items write the same element (no atomics, no col2im buffer)."""
+    from ..ops.nn_nd import _tconv_pads
+
+    attrs = b.attrs(nid)
+    ins = b.inputs(nid)
+    x, w = ins[0], ins[1]
+    xs, ws = b.shape(x), b.shape(w)
+    if len(xs) != 4:
+        raise b.unsupported(nid, "conv_transpose kernels are 2-D (NCHW) only")
+    s, pb, _, d, _ = _tconv_pads(attrs, xs, ws)
+    if min(pb) < 0:
+        raise b.unsupported(nid, "conv_transpose with negative pads (from output_shape)")
+    nb, c, h, wd = xs
+    cog, kh, kw = ws[1], ws[2], ws[3]
+    g = attrs["groups"]
+    cig = c // g
+    out = b.info.entry(nid, 0)
+    dt = b.dtype(x)
+    if len(ins) > 2:
+        _with_bias(b, nid, ins[2], lambda coords: [coords[1]])
+    gid = _gid_guard(b, numel(b.shape(out)))
+    on, oc, oy, ox = b.delinearize(gid, b.shape(out))
+    c0 = b.int_let(f"({oc} / {cog}) * {cig}") if g > 1 else "0"
+    col = b.int_let(f"{oc} % {cog}") if g > 1 else oc
+    acc = b.let(b.r.ctype(dt), b.r.const(0, dt), "acc", const=False)
+    with b.block(f"for (int ky = 0; ky < {kh}; ++ky)"):
+        ty = b.int_let(f"{oy} + {pb[0]} - ky * {d[0]}")
+        b.emit(f"if ({ty} < 0 || {ty} % {s[0]} != 0 || {ty} / {s[0]} >= {h}) continue;")
+        iy = b.int_let(f"{ty} / {s[0]}")
+        with b.block(f"for (int kx = 0; kx < {kw}; ++kx)"):
+            tx = b.int_let(f"{ox} + {pb[1]} - kx * {d[1]}")
+            b.emit(f"if ({tx} < 0 || {tx} % {s[1]} != 0 || {tx} / {s[1]} >= {wd}) continue;")
+            ix = b.int_let(f"{tx} / {s[1]}")
+            with b.block(f"for (int ci = 0; ci < {cig}; ++ci)"):
+                ch = b.int_let(f"{c0} + ci") if g > 1 else "ci"
+                xv = b.load(x, [on, ch, iy, ix])
+                wv = b.load(w, [ch, col, "ky", "kx"])
+                b.emit(f"{acc} += {xv} * {wv};")
+    b.store([on, oc, oy, ox], acc)
+
+
 Template = Callable[[KernelBuilder, int], None]
 
 TEMPLATES: dict[str, Template] = {
-    "dense": dense, "matmul": matmul, "conv2d": conv2d,
+    "dense": dense, "matmul": matmul, "conv2d": conv2d, "conv_transpose": conv_transpose,
     "max_pool2d": pool2d, "avg_pool2d": pool2d,
     "global_max_pool2d": global_pool2d, "global_avg_pool2d": global_pool2d,
     "softmax": softmax, "log_softmax": softmax,
