@@ -34,12 +34,13 @@ class OpenCLBackend:
         from nnvm.codegen.lower import lower_graph
 
         from .module import OpenCLModule
-        from .plan import plan_arena
+        from .plan import GUARD_BYTES, plan_arena
         from .renderer import OpenCLRenderer
 
         platform, device = target.get("platform"), target.get("device")
         _, dev = devices.select(platform, device)
         limits = devices.limits(dev)
+        limits["overread_guard_bytes"] = GUARD_BYTES
         family = target.get("kernels")
         if family not in (None, "", "cpu", "portable"):
             raise NNVMError(format_error(f"target '{target}'", f"option -kernels={family}",

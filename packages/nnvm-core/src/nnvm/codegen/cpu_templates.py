@@ -39,6 +39,8 @@ CONV_CHANNELS = 8
 #: vectors of consecutive output pixels per work-item of the direct convolution (each input
 #: vector load and weight broadcast then feeds more FMAs; 8 x 3 accumulators fit 32 zmm).
 CONV_VECTORS = 3
+#: ... and when the vectors tile the row exactly (with 4 channels per work-item past 3)
+CONV_VECTORS_EXACT = 5
 
 
 def use_cpu_variant(b: KernelBuilder) -> bool:
@@ -228,20 +230,22 @@ def matmul(b: KernelBuilder, nid: int) -> bool:
                      b.dtype(ea))
 
 
-def _conv_segment(b: KernelBuilder, ow: int) -> tuple[int, int]:
+def _conv_segment(b: KernelBuilder, ow: int, masked: bool) -> tuple[int, int]:
     """(vector width, vectors) of the output-row segment one work-item computes.
 
-    A segment that tiles the row exactly never takes the per-lane guarded path (measured:
-    40-wide rows ran 43 GFLOP/s as 5 x 8 lanes, 31 as 2 x 24 with a ragged end); rows no
-    width >= 8 divides (20, 10) take the widest ragged segment, since 4-lane vectors are
-    slower still (20-wide rows: 23 GFLOP/s as 4 lanes, 63 as 3 x 8 lanes).
+    A segment of >= 16 lanes that tiles the row exactly wastes nothing. Otherwise the widest
+    ragged segment is best when row edges are read as masked whole vectors (``masked``:
+    20-wide rows ran 23 GFLOP/s as 4-lane vectors, 63 as 3 x 8 lanes); without masked loads
+    every lane past the row's end is a guarded scalar read, so exact small segments win
+    (40-wide rows: 43 GFLOP/s as 5 x 8 lanes, 31 as 2 x 24 lanes with a ragged end).
     """
     widths = [w for w in (16, 8) if w <= max(_width(b, ow) or 4, 8)]
     for w in widths:
         if ow % w == 0:
             per_row = ow // w
-            nc = max(k for k in range(1, CONV_VECTORS + 1) if per_row % k == 0)
-            return w, nc
+            nc = max(k for k in range(1, CONV_VECTORS_EXACT + 1) if per_row % k == 0)
+            if w * nc >= 16 or not masked:
+                return w, nc
     best = (0.0, 4, 1)
     for w in widths + [4]:
         for nc in range(1, CONV_VECTORS + 1):
@@ -250,6 +254,49 @@ def _conv_segment(b: KernelBuilder, ow: int) -> tuple[int, int]:
             score = ow / lanes * min(seg, ow)
             best = max(best, (score, w, nc))
     return best[1], best[2]
+
+
+def _edge_masks(b: KernelBuilder, ix0: str, v: int, nc: int, kw: int, sx: int, dx: int,
+                wd: int) -> dict[tuple[int, int], str]:
+    """Per (kx, vector q): an int vector, -1 on lanes whose input column lies in the row,
+    0 outside (left padding, or past the row's end). Computed once per work-item."""
+    r = b.r
+    ivt = r.vec_type("int32", v)
+    masks = {}
+    for kx in range(kw):
+        for q in range(nc):
+            lanes = []
+            for t in range(v):
+                col = f"{ix0} + {q * v * sx + kx * dx + t * sx}"
+                lanes.append(f"({col} >= 0 && {col} < {wd} ? -1 : 0)")
+            masks[kx, q] = b.let(ivt, f"(({ivt})({', '.join(lanes)}))", "m")
+    return masks
+
+
+def _conv_row_guarded(b, row, ix0, v, nc, kw, sx, dx, wd, vt, dt, lanes_at, fma_taps):
+    """The kx loop of one input row, each lane outside the row read as zero by a guarded
+    scalar load (when the arena has no guard bytes for masked whole-vector reads)."""
+    r = b.r
+    zero = r.const(0, dt)
+    with b.block(f"for (int kx = 0; kx < {kw}; ++kx)"):
+        xvs = []
+        for q in range(nc):
+            ix = b.int_let(f"{ix0} + {q * v * sx} + kx * {dx}", "x")
+            xv = b.fresh("xv")
+            xvs.append(xv)
+            b.emit(f"{vt} {xv};")
+            inside = f"{ix} >= 0 && {ix} + {(v - 1) * sx} < {wd}"
+            with b.block(f"if ({inside})"):
+                if sx == 1:
+                    b.emit(f"{xv} = {r.vload(v, f'{row} + {ix}', dt)};")
+                else:
+                    b.emit(f"{xv} = {lanes_at(row, ix)};")
+            with b.block("else"):
+                for t in range(v):
+                    xq = f"{ix} + {t * sx}"
+                    b.emit(f"{r.vec_lane(xv, t)} = ({xq} >= 0 && {xq} < {wd}) ? "
+                           f"{row}[{xq}] : {zero};")
+        fma_taps(row, "kx", xvs)
 
 
 def conv2d(b: KernelBuilder, nid: int) -> bool:
@@ -271,12 +318,19 @@ def conv2d(b: KernelBuilder, nid: int) -> bool:
     pt, pl = cv.p[0], cv.p[1]
     if og < 4:
         return False  # depthwise-like: the portable one-output-per-item loop is better
-    v, nc = _conv_segment(b, ow)
+    dt = b.dtype(x)
+    guard = int(b.limits.get("overread_guard_bytes", 0))
+    # masked whole-vector reads at row edges may touch up to a segment (+ kernel) past a
+    # tensor: allowed when the arena keeps that many bytes readable around its tensors
+    over = (16 * CONV_VECTORS_EXACT * sx + kw * dx + pl) * 4
+    masked = dt == "float32" and guard >= over
+    v, nc = _conv_segment(b, ow, masked)
     mr = CONV_CHANNELS if og % CONV_CHANNELS == 0 or og > 2 * CONV_CHANNELS else 4
+    if nc > CONV_VECTORS:  # keep mr x nc accumulators within the vector registers
+        mr = 4
     seg_w = v * nc
     nxb, nob = -(-ow // seg_w), -(-og // mr)
     r = b.r
-    dt = b.dtype(x)
     vt = r.vec_type(dt, v)
     if len(ins) > 2:
         _with_bias(b, nid, ins[2], lambda coords: [coords[1]])
@@ -298,37 +352,36 @@ def conv2d(b: KernelBuilder, nid: int) -> bool:
             for _ in range(nc)] for _ in range(mr)]
     iy0 = b.int_let(f"{oy} * {sy} - {pt}", "iy")
     ix0 = b.int_let(f"{ox0} * {sx} - {pl}", "ix")
-    zero = r.const(0, dt)
+    masks = _edge_masks(b, ix0, v, nc, kw, sx, dx, wd) if masked else None
+
+    def fma_taps(row: str, kx: str, xvs: list[str]) -> None:
+        widx = b.int_let(f"ci * {kh * kw} + ky * {kw} + {kx}", "wi")
+        for i in range(mr):
+            wv = b.let(r.ctype(dt), f"{pw[i]}[{widx}]", "wv")
+            for q in range(nc):
+                b.emit(f"{acc[i][q]} += {wv} * {xvs[q]};")
+
+    def lanes_at(row: str, ix: str) -> str:
+        return f"(({vt})({', '.join(f'{row}[{ix} + {t * sx}]' for t in range(v))}))"
+
     with b.block(f"for (int ci = 0; ci < {cg}; ++ci)"):
         with b.block(f"for (int ky = 0; ky < {kh}; ++ky)"):
             iy = b.int_let(f"{iy0} + ky * {dy}", "y")
             b.emit(f"if ({iy} < 0 || {iy} >= {h}) continue;")
             row = b.fresh("row")
             b.emit(r.ptr_decl(dt, row, f"{px} + (ci * {h} + {iy}) * {wd}"))
-            with b.block(f"for (int kx = 0; kx < {kw}; ++kx)"):
-                xvs = []
-                for q in range(nc):
-                    ix = b.int_let(f"{ix0} + {q * v * sx} + kx * {dx}", "x")
-                    xv = b.fresh("xv")
-                    xvs.append(xv)
-                    b.emit(f"{vt} {xv};")
-                    inside = f"{ix} >= 0 && {ix} + {(v - 1) * sx} < {wd}"
-                    with b.block(f"if ({inside})"):
-                        if sx == 1:
-                            b.emit(f"{xv} = {r.vload(v, f'{row} + {ix}', dt)};")
-                        else:
-                            lanes = ", ".join(f"{row}[{ix} + {t * sx}]" for t in range(v))
-                            b.emit(f"{xv} = ({vt})({lanes});")
-                    with b.block("else"):
-                        for t in range(v):
-                            xq = f"{ix} + {t * sx}"
-                            b.emit(f"{r.vec_lane(xv, t)} = ({xq} >= 0 && {xq} < {wd}) ? "
-                                   f"{row}[{xq}] : {zero};")
-                widx = b.int_let(f"ci * {kh * kw} + ky * {kw} + kx", "wi")
-                for i in range(mr):
-                    wv = b.let(r.ctype(dt), f"{pw[i]}[{widx}]", "wv")
+            if masks is not None:  # kx unrolled: each tap's lanes masked by its edge mask
+                for kx in range(kw):
+                    xvs = []
                     for q in range(nc):
-                        b.emit(f"{acc[i][q]} += {wv} * {xvs[q]};")
+                        ix = b.int_let(f"{ix0} + {q * v * sx + kx * dx}", "x")
+                        raw = r.vload(v, f"{row} + {ix}", dt) if sx == 1 else lanes_at(row, ix)
+                        xvs.append(b.let(vt, r.vec_and_mask(raw, masks[kx, q], dt, v), "xv"))
+                    fma_taps(row, str(kx), xvs)
+            else:
+                _conv_row_guarded(b, row, ix0, v, nc, kw, sx, dx, wd, vt, dt, lanes_at,
+                                  fma_taps)
+
     chans = [b.int_let(f"{oc0} + {i}", "oc") if i else oc0 for i in range(mr)]
     cols = [b.int_let(f"{ox0} + {q}", "ox") if q else ox0 for q in range(seg_w)]
     lim_c = b.int_let(f"{gi} * {og} + {og}", "ocend") if og % mr else None

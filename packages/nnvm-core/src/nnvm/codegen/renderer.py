@@ -163,6 +163,13 @@ class CLikeRenderer:
         """The low or high half of vector variable ``vec`` (for horizontal sums)."""
         return f"{vec}.{'hi' if high else 'lo'}"
 
+    def vec_and_mask(self, vec: str, mask: str, dtype: str, n: int) -> str:
+        """``vec`` with the lanes where int vector ``mask`` is 0 set to 0 (bitwise, so a
+        NaN or Inf read from outside a tensor cannot leak in as ``NaN * 0`` would)."""
+        ivt = self.vec_type("int32", n) if dtype in ("float32", "int32") else \
+            self.vec_type("int64", n)
+        return f"as_{self.vec_type(dtype, n)}(as_{ivt}({vec}) & {mask})"
+
     def vec_splat(self, dtype: str, n: int, expr: str) -> str:
         """A vector of ``n`` copies of scalar ``expr``."""
         return f"(({self.vec_type(dtype, n)})({expr}))"
