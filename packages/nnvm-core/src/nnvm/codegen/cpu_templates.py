@@ -251,7 +251,7 @@ def _conv_segment(b: KernelBuilder, ow: int, masked: bool) -> tuple[int, int]:
         for nc in range(1, CONV_VECTORS + 1):
             seg = w * nc
             lanes = -(-ow // seg) * seg
-            score = ow / lanes * min(seg, ow)
+            score = (ow / lanes) ** 2 * min(seg, ow)  # wasted lanes cost twice
             best = max(best, (score, w, nc))
     return best[1], best[2]
 
