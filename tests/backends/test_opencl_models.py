@@ -206,3 +206,26 @@ def test_conv_edge_reads_are_masked(width, stride, pad):
     np.testing.assert_allclose(got[0], ref[0], rtol=1e-4, atol=1e-4)
     if lib.stats()["device"].lower().startswith("portable"):
         assert "& m" in lib.source, "masked edge reads expected on the CPU device"
+
+
+@pytest.mark.parametrize("op,width,stride,pad,include", [
+    ("max_pool2d", 20, 2, 0, False), ("max_pool2d", 33, 1, 1, False),
+    ("avg_pool2d", 21, 2, 1, False), ("avg_pool2d", 40, 1, 1, True)])
+def test_pool_edge_reads_are_masked(op, width, stride, pad, include):
+    """The CPU pooling kernels read window taps as masked vectors (-inf or 0 outside the
+    row, and outside lanes not counted by avg): a NaN-filled arena must not change results."""
+    import pyopencl as cl
+
+    x = sym.Variable("x")
+    kw = {"count_include_pad": include} if op == "avg_pool2d" else {}
+    net = getattr(sym, op)(x, pool_size=(3, 3), strides=(stride, stride), padding=(pad, pad),
+                           **kw)
+    shapes = {"x": (2, 3, 9, width)}
+    feed = _feed(shapes)
+    ref = nnvm.compiler.build(net, target="reference", shape=shapes).run(**feed)
+    lib = nnvm.compiler.build(net, target="opencl", shape=shapes)
+    cl.enqueue_fill_buffer(lib.queue, lib.arena, np.float32(np.nan), 0, lib.arena_bytes)
+    lib.queue.finish()
+    got = lib.run(**feed)
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-5, atol=1e-6)
+    assert lib.stats()["num_fallback_ops"] == 0

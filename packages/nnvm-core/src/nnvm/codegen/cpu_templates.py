@@ -316,8 +316,6 @@ def conv2d(b: KernelBuilder, nid: int) -> bool:
     kh, kw = cv.k
     (sy, sx), (dy, dx) = cv.s, cv.d
     pt, pl = cv.p[0], cv.p[1]
-    if og < 4:
-        return False  # depthwise-like: the portable one-output-per-item loop is better
     dt = b.dtype(x)
     guard = int(b.limits.get("overread_guard_bytes", 0))
     # masked whole-vector reads at row edges may touch up to a segment (+ kernel) past a
@@ -328,6 +326,7 @@ def conv2d(b: KernelBuilder, nid: int) -> bool:
     mr = CONV_CHANNELS if og % CONV_CHANNELS == 0 or og > 2 * CONV_CHANNELS else 4
     if nc > CONV_VECTORS:  # keep mr x nc accumulators within the vector registers
         mr = 4
+    mr = min(mr, og)  # depthwise-like groups (1-3 output channels): one block per group
     seg_w = v * nc
     nxb, nob = -(-ow // seg_w), -(-og // mr)
     r = b.r
@@ -390,6 +389,81 @@ def conv2d(b: KernelBuilder, nid: int) -> bool:
     return True
 
 
+def pool2d(b: KernelBuilder, nid: int) -> bool:
+    """max/avg pooling (NCHW, float32): a work-item computes vectors of consecutive outputs
+    of one row; each window tap is one (masked) vector read, stride 2 as a double-width
+    read keeping the even lanes. Needs the arena's guard bytes (masked edge reads)."""
+    from ..ops.nn import _Pool
+
+    attrs = b.attrs(nid)
+    src = b.inputs(nid)[0]
+    dt = b.dtype(src)
+    if attrs.get("layout", "NCHW") != "NCHW" or dt != "float32":
+        return False
+    n, c, h, wd = b.shape(src)
+    pl = _Pool(attrs)
+    (pt, plft, _, _), (oh, ow) = pl.pads(h, w=wd)
+    (kh, kw), (sy, sx) = pl.k, pl.s
+    v = 8 if sx == 2 else 16
+    if _width(b, 16) < v or sx > 2:
+        return False
+    nc = max(1, min(2, -(-ow // v)))
+    seg_w = v * nc
+    if int(b.limits.get("overread_guard_bytes", 0)) < (2 * seg_w * sx + kw + plft) * 4:
+        return False
+    r = b.r
+    vt, ivt = r.vec_type(dt, v), r.vec_type("int32", v)
+    is_max = b.node(nid).op.name == "max_pool2d"
+    nxb = -(-ow // seg_w)
+    seg, ch, bn = _launch(b, oh * nxb, c, n)
+    oy = b.int_let(f"{seg} / {nxb}" if nxb > 1 else seg, "oy")
+    ox0 = b.int_let(f"({seg} % {nxb}) * {seg_w}" if nxb > 1 else "0", "ox")
+    x0 = b.int_let(f"{ox0} * {sx} - {plft}", "x0")
+    y0 = b.int_let(f"{oy} * {sy} - {pt}", "y0")
+    plane = b.fresh("plane")
+    b.emit(r.ptr_decl(dt, plane, f"{b.tensor(src)} + ({bn} * {c} + {ch}) * {h * wd}"))
+    start = r.vec_splat(dt, v, r.const(float("-inf") if is_max else 0, dt))
+    acc = [b.let(vt, start, "acc", const=False) for _ in range(nc)]
+    cnt = [b.let(vt, r.vec_splat(dt, v, r.const(0, dt)), "cnt", const=False)
+           for _ in range(nc)] if not is_max else []
+    masks = {}
+    for dx in range(kw):
+        for q in range(nc):
+            lanes = [f"({x0} + {q * v * sx + dx + t * sx} >= 0 && "
+                     f"{x0} + {q * v * sx + dx + t * sx} < {wd} ? -1 : 0)" for t in range(v)]
+            masks[dx, q] = b.let(ivt, f"(({ivt})({', '.join(lanes)}))", "m")
+    ninf = b.let(ivt, f"as_{ivt}({start})", "ninf") if is_max else None
+    one = b.let(ivt, f"as_{ivt}({r.vec_splat(dt, v, r.const(1, dt))})", "one") \
+        if not is_max else None
+    with b.block(f"for (int dy = 0; dy < {kh}; ++dy)"):
+        iy = b.int_let(f"{y0} + dy", "iy")
+        b.emit(f"if ({iy} < 0 || {iy} >= {h}) continue;")
+        row = b.fresh("row")
+        b.emit(r.ptr_decl(dt, row, f"{plane} + {iy} * {wd}"))
+        for dx in range(kw):
+            for q in range(nc):
+                at = f"{row} + {x0} + {q * v * sx + dx}"
+                raw = r.vload(v, at, dt) if sx == 1 else f"{r.vload(2 * v, at, dt)}.even"
+                m = masks[dx, q]
+                bits = b.let(ivt, f"as_{ivt}({raw})", "xb")
+                if is_max:
+                    xv = b.let(vt, f"as_{vt}(({bits} & {m}) | ({ninf} & ~{m}))", "xv")
+                    b.emit(f"{acc[q]} = {xv} > {acc[q]} ? {xv} : {acc[q]};")
+                else:
+                    b.emit(f"{acc[q]} += as_{vt}({bits} & {m});")
+                    b.emit(f"{cnt[q]} += as_{vt}({one} & {m});")
+    if not is_max:
+        for q in range(nc):
+            div = (r.vec_splat(dt, v, r.const(kh * kw, dt))
+                   if attrs.get("count_include_pad", False) else cnt[q])
+            b.emit(f"{acc[q]} = {acc[q]} / {div};")
+    cols = [b.int_let(f"{ox0} + {t}", "ox") if t else ox0 for t in range(seg_w)]
+    _store_block(b, ["0"], cols, lambda i, t: r.vec_lane(acc[t // v], t % v),
+                 lambda z, _, x: [bn, ch, oy, x], "0", None, ow if ow % seg_w else None)
+    return True
+
+
 CPU_TEMPLATES: dict[str, Callable[[KernelBuilder, int], bool]] = {
     "dense": dense, "matmul": matmul, "conv2d": conv2d,
+    "max_pool2d": pool2d, "avg_pool2d": pool2d,
 }
