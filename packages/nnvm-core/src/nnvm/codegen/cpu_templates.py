@@ -82,19 +82,33 @@ def _hsum(b: KernelBuilder, vec: str, width: int, dtype: str) -> str:
     return cur
 
 
-def _store_block(b: KernelBuilder, rows: list, cols: list, value: Callable, out_at: Callable,
-                 z: str, guard_rows: int | None, guard_cols: int | None) -> None:
-    """Store ``value(i, j)`` at ``out_at(z, row_i, col_j)`` for a block (guarded when the
-    block may overhang ``guard_rows``/``guard_cols``)."""
-    for i, gi in enumerate(rows):
-        for j, gj in enumerate(cols):
+def _store_block(b: KernelBuilder, row0: str, nrows: int, col0: str, ncols: int,
+                 value: Callable, out_at: Callable, z: str, guard_rows: int | str | None,
+                 guard_cols: int | None, dtype: str) -> None:
+    """Store ``value(i, j)`` at ``out_at(z, row0 + i, col0 + j)`` for an ``nrows`` x
+    ``ncols`` block, guarded where it may overhang ``guard_rows``/``guard_cols``.
+
+    The block goes through a private array and ONE loop nest whose body is the group's
+    fused epilogue: unrolled per element (up to 8 x 80 here) every epilogue, with its
+    inlined exp/erf, was emitted once per element, which made model sources megabytes long
+    and PoCL's cold compile take tens of seconds.
+    """
+    r = b.r
+    blk = b.fresh("blk")
+    b.emit(f"{r.ctype(dtype)} {blk}[{nrows * ncols}];")
+    for i in range(nrows):
+        for j in range(ncols):
+            b.emit(f"{blk}[{i * ncols + j}] = {value(i, j)};")
+    bi, bj = b.fresh("bi"), b.fresh("bj")
+    with b.block(f"for (int {bi} = 0; {bi} < {nrows}; ++{bi})"):
+        gi = b.int_let(f"{row0} + {bi}", "gi") if nrows > 1 else row0
+        with b.block(f"for (int {bj} = 0; {bj} < {ncols}; ++{bj})"):
+            gj = b.int_let(f"{col0} + {bj}", "gj")
             conds = ([f"{gi} < {guard_rows}"] if guard_rows is not None else []) + \
                     ([f"{gj} < {guard_cols}"] if guard_cols is not None else [])
             if conds:
-                with b.block(f"if ({' && '.join(conds)})"):
-                    b.store(out_at(z, gi, gj), value(i, j))
-            else:
-                b.store(out_at(z, gi, gj), value(i, j))
+                b.emit(f"if (!({' && '.join(conds)})) continue;")
+            b.store(out_at(z, gi, gj), f"{blk}[{bi} * {ncols} + {bj}]")
 
 
 def dot_gemm(b: KernelBuilder, batch: int, m: int, n: int, k: int, a: str, a_row: Callable,
@@ -132,10 +146,8 @@ def dot_gemm(b: KernelBuilder, batch: int, m: int, n: int, k: int, a: str, a_row
             for i in range(mr):
                 for j in range(nr):
                     b.emit(f"{sums[i][j]} += {pa[i]}[l] * {pb[j]}[l];")
-    rows = [b.int_let(f"{i0} + {i}", "gi") if i else i0 for i in range(mr)]
-    cols = [b.int_let(f"{j0} + {j}", "gj") if j else j0 for j in range(nr)]
-    _store_block(b, rows, cols, lambda i, j: sums[i][j], out_at, z,
-                 m if m % mr else None, n if n % nr else None)
+    _store_block(b, i0, mr, j0, nr, lambda i, j: sums[i][j], out_at, z,
+                 m if m % mr else None, n if n % nr else None, dtype)
     return True
 
 
@@ -168,10 +180,8 @@ def axpy_gemm(b: KernelBuilder, batch: int, m: int, n: int, k: int, a: str, a_ro
             av = b.let(r.ctype(dtype), f"{pa[i]}[l]", "a")
             for c in range(nc):
                 b.emit(f"{acc[i][c]} += {av} * {bv[c]};")
-    rows = [b.int_let(f"{i0} + {i}", "gi") if i else i0 for i in range(mr)]
-    cols = [b.int_let(f"{j0} + {j}", "gj") if j else j0 for j in range(v * nc)]
-    _store_block(b, rows, cols, lambda i, j: r.vec_lane(acc[i][j // v], j % v), out_at, z,
-                 m if m % mr else None, None)
+    _store_block(b, i0, mr, j0, v * nc, lambda i, j: r.vec_lane(acc[i][j // v], j % v),
+                 out_at, z, m if m % mr else None, None, dtype)
     return True
 
 
@@ -381,11 +391,10 @@ def conv2d(b: KernelBuilder, nid: int) -> bool:
                 _conv_row_guarded(b, row, ix0, v, nc, kw, sx, dx, wd, vt, dt, lanes_at,
                                   fma_taps)
 
-    chans = [b.int_let(f"{oc0} + {i}", "oc") if i else oc0 for i in range(mr)]
-    cols = [b.int_let(f"{ox0} + {q}", "ox") if q else ox0 for q in range(seg_w)]
     lim_c = b.int_let(f"{gi} * {og} + {og}", "ocend") if og % mr else None
-    _store_block(b, chans, cols, lambda i, q: r.vec_lane(acc[i][q // v], q % v),
-                 lambda z, oc, ox: [n, oc, oy, ox], "0", lim_c, ow if ow % seg_w else None)
+    _store_block(b, oc0, mr, ox0, seg_w, lambda i, q: r.vec_lane(acc[i][q // v], q % v),
+                 lambda z, oc, ox: [n, oc, oy, ox], "0", lim_c, ow if ow % seg_w else None,
+                 dt)
     return True
 
 
@@ -457,9 +466,8 @@ def pool2d(b: KernelBuilder, nid: int) -> bool:
             div = (r.vec_splat(dt, v, r.const(kh * kw, dt))
                    if attrs.get("count_include_pad", False) else cnt[q])
             b.emit(f"{acc[q]} = {acc[q]} / {div};")
-    cols = [b.int_let(f"{ox0} + {t}", "ox") if t else ox0 for t in range(seg_w)]
-    _store_block(b, ["0"], cols, lambda i, t: r.vec_lane(acc[t // v], t % v),
-                 lambda z, _, x: [bn, ch, oy, x], "0", None, ow if ow % seg_w else None)
+    _store_block(b, "0", 1, ox0, seg_w, lambda i, t: r.vec_lane(acc[t // v], t % v),
+                 lambda z, _, x: [bn, ch, oy, x], "0", None, ow if ow % seg_w else None, dt)
     return True
 
 
