@@ -3,15 +3,16 @@
 Issue 6's model families, each built twice from the same weights: as an ONNX graph
 (onnx.helper) for onnxruntime and as an nnvm symbol: ``mlp`` (4 x dense 1024 + tanh, batch
 64), ``conv`` (4 residual conv3x3 blocks, 32 channels, 56x56) and ``cnn`` (a small image
-classifier: conv-relu-pool x2, depthwise conv, global pool, dense, softmax). ``--zoo bert``
-adds export-style ONNX models of ``benchmarks/onnx_zoo.py`` (the transformer encoder)
-through ``nnvm.frontend.from_onnx``. The runtimes are timed in alternating blocks of calls
-(the median of each), so a noisy machine slows them alike. PoCL runs on every core, so
-onnxruntime and llvm get the same thread count. Prints median latencies, ratios, compile
-time (cold when the kernel caches are empty), max error and peak RSS.
+classifier: conv-relu-pool x2, depthwise conv, global pool, dense, softmax); and, by default,
+the llvm issue's families, the export-style ONNX models of ``benchmarks/onnx_zoo.py`` (YOLO,
+MobileNetV3 text detector, BERT encoder, LSTM VAD step) through ``nnvm.frontend.from_onnx``.
+The runtimes are timed in alternating blocks of calls (the median of each), so a noisy
+machine slows them alike. PoCL runs on every core, so onnxruntime and llvm get the same
+thread count. Prints median latencies, ratios, compile time (cold when the kernel caches are
+empty), max error, kernel/fallback counts, the geometric mean of the ratios and peak RSS.
 
-    python benchmarks/bench_opencl.py [--repeat 30] [--models mlp,conv,cnn] [--zoo bert]
-                                      [--threads 2] [--no-llvm]
+    python benchmarks/bench_opencl.py [--repeat 30] [--models mlp,conv,cnn]
+                                      [--zoo yolo,ocr,bert,vad] [--threads 2] [--no-llvm]
 """
 
 from __future__ import annotations
@@ -177,7 +178,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=30)
     ap.add_argument("--models", default=",".join(MODELS))
-    ap.add_argument("--zoo", default="", help="onnx_zoo models, e.g. bert")
+    ap.add_argument("--zoo", default="yolo,ocr,bert,vad",
+                    help="onnx_zoo models ('' for none)")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--opt-level", type=int, default=3)
     ap.add_argument("--no-llvm", action="store_true")
@@ -187,6 +189,7 @@ def main() -> None:
     print(f"load average {os.getloadavg()[0]:.2f}; threads {args.threads}")
     print(f"{'model':<8} {'opencl ms':>10} {'ort ms':>9} {'ocl/ort':>8} {'llvm ms':>9} "
           f"{'ocl/llvm':>8} {'compile s':>9} {'max err':>9}")
+    ratios = []
     for name, graph, params, onnx_bytes, feed in _cases(args, rng):
         t0 = time.perf_counter()
         lib = _build(graph, "opencl", feed, params, args.opt_level, args.threads)
@@ -203,6 +206,7 @@ def main() -> None:
             llvm = _build(graph, "llvm", feed, params, args.opt_level, args.threads)
             fns.append(lambda: llvm.run(**ins))
         t = _interleaved(fns, args.repeat)
+        ratios.append(t[0] / t[1])
         llvm_cols = (f"{t[2] * 1e3:>9.3f} {t[0] / t[2]:>8.2f}" if len(t) > 2 else
                      f"{'n/a':>9} {'n/a':>8}")
         print(f"{name:<8} {t[0] * 1e3:>10.3f} {t[1] * 1e3:>9.3f} {t[0] / t[1]:>8.2f} "
@@ -211,6 +215,9 @@ def main() -> None:
         print(f"{'':<8} kernels={s['num_kernels']} fallbacks={s['num_fallback_ops']} "
               f"arena={s['arena_bytes']} activation_bytes={s['activation_bytes']} "
               f"(naive {s['activation_bytes_naive']})" + (f" llvm: {why}" if why else ""))
+    if ratios:
+        print(f"geomean opencl/onnxruntime {float(np.exp(np.mean(np.log(ratios)))):.2f}x "
+              f"over {len(ratios)} models; worst {max(ratios):.2f}x")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak RSS {peak:.0f} MiB")
 

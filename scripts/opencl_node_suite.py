@@ -15,8 +15,8 @@ generated OpenCL kernel, with *fallback* when at least one op ran as a counted h
     python scripts/opencl_node_suite.py --progress run.jsonl      # poll a long run
     python scripts/opencl_node_suite.py --resume run.jsonl        # finish an interrupted one
 
-CI runs the whole suite (``tests/backends/test_opencl_node_suite.py``): 336 s for all 1,884
-cases on 2 idle cores with an empty kernel cache. A case costs PoCL's cold compile of its one
+CI runs the whole suite (``tests/backends/test_opencl_node_suite.py``): 336-352 s for all
+1,884 cases on 2 idle cores with an empty kernel cache. A case costs PoCL's cold compile of its one
 program (~0.1-0.5 s; a case whose every op is a host step compiles nothing) plus each kernel's
 specialisation at its first launch; every module of a worker shares one OpenCL context.
 ``--subset`` (every ONNX op type once, 179 cases) is a quick local smoke run.

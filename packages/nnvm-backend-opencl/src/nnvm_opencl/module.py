@@ -140,6 +140,7 @@ class OpenCLModule(Module):
         idx = self.info.idx
         self._keep = []
         self._host: dict[int, np.ndarray] = {}
+        self._run_feed = feed
         for nid in idx.input_nodes:
             name = idx.nodes[nid].name
             e = self.info.entry(nid, 0)
@@ -172,15 +173,25 @@ class OpenCLModule(Module):
                                  f"OUT_OF_RESOURCES or MEM_OBJECT_ALLOCATION_FAILURE the "
                                  f"device is out of memory") from None
         finally:
-            self._keep, self._host = [], {}
+            self._keep, self._host, self._run_feed = [], {}, {}
         return outs
 
     def _run_host(self, step: Step) -> None:
         node = self.info.idx.nodes[step.root]
-        args = [self._read(e) for e in self.info.inputs(step.root)]
+        args = [self._host_value(e) for e in self.info.inputs(step.root)]
         res = run_reference(node, *args)
         for e, r in zip(step.outputs, res):
             self._write(e, r)
+
+    def _host_value(self, entry: int) -> np.ndarray:
+        """A host step's input: graph inputs and params straight from the host (they are
+        unchanged on the device; each device read is a blocking round trip), others read."""
+        node = self.info.idx.nodes[self.info.entry_node[entry]]
+        if node.op is None and node.name in self._run_feed:
+            return np.asarray(self._run_feed[node.name],
+                              dtype=_np_dtype(self.info.dtypes[entry])).reshape(
+                self.info.shapes[entry])
+        return self._read(entry)
 
     # -- stats and export --------------------------------------------------------------------
     def _num_kernels(self) -> int:
