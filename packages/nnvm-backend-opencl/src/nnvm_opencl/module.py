@@ -126,13 +126,16 @@ class OpenCLModule(Module):
                                   dst_offset=self.offsets[entry], is_blocking=False)
             self._keep.append(arr)
 
-    def _read(self, entry: int) -> np.ndarray:
+    def _read(self, entry: int, blocking: bool = True) -> np.ndarray:
+        """``entry`` copied to the host; with ``blocking=False`` valid only after the
+        caller's ``queue.finish()`` (several reads then pay one wait, not one each: a
+        blocking read is a ~30 us round trip to PoCL's worker threads)."""
         if host_only(self.info.dtypes[entry]):
             return self._host[entry].copy()
         arr = np.empty(self.info.shapes[entry], dtype=_np_dtype(self.info.dtypes[entry]))
         if arr.nbytes:
             self._cl.enqueue_copy(self.queue, arr, self.arena, src_offset=self.offsets[entry],
-                                  is_blocking=True)
+                                  is_blocking=blocking)
         return arr
 
     def _execute(self, feed):
@@ -166,7 +169,7 @@ class OpenCLModule(Module):
                 if idx.nodes[nid].op is None:
                     outs.append(np.asarray(feed[idx.nodes[nid].name]).copy())
                 else:
-                    outs.append(self._read(e))
+                    outs.append(self._read(e, blocking=False))
             self.queue.finish()
         except cl.Error as exc:
             raise ExecutionError(f"opencl: a kernel launch or copy failed ({exc}); if it says "
@@ -179,6 +182,7 @@ class OpenCLModule(Module):
     def _run_host(self, step: Step) -> None:
         node = self.info.idx.nodes[step.root]
         args = [self._host_value(e) for e in self.info.inputs(step.root)]
+        self.queue.finish()  # the reads above were enqueued without waiting
         res = run_reference(node, *args)
         for e, r in zip(step.outputs, res):
             self._write(e, r)
@@ -191,7 +195,7 @@ class OpenCLModule(Module):
             return np.asarray(self._run_feed[node.name],
                               dtype=_np_dtype(self.info.dtypes[entry])).reshape(
                 self.info.shapes[entry])
-        return self._read(entry)
+        return self._read(entry, blocking=False)
 
     # -- stats and export --------------------------------------------------------------------
     def _num_kernels(self) -> int:
