@@ -266,6 +266,16 @@ def _conv_segment(b: KernelBuilder, ow: int, masked: bool) -> tuple[int, int]:
     return best[1], best[2]
 
 
+def _lane_in_row(base: str, offset: int, width: int) -> str:
+    """Mask lane ``-1`` when column ``base + offset`` lies in ``[0, width)``, else ``0``;
+    folded here when ``base`` is a literal (clang warns on constant ``&&`` operands)."""
+    try:
+        col = int(base) + offset
+    except ValueError:
+        return f"({base} + {offset} >= 0 && {base} + {offset} < {width} ? -1 : 0)"
+    return "-1" if 0 <= col < width else "0"
+
+
 def _edge_masks(b: KernelBuilder, ix0: str, v: int, nc: int, kw: int, sx: int, dx: int,
                 wd: int) -> dict[tuple[int, int], str]:
     """Per (kx, vector q): an int vector, -1 on lanes whose input column lies in the row,
@@ -275,10 +285,7 @@ def _edge_masks(b: KernelBuilder, ix0: str, v: int, nc: int, kw: int, sx: int, d
     masks = {}
     for kx in range(kw):
         for q in range(nc):
-            lanes = []
-            for t in range(v):
-                col = f"{ix0} + {q * v * sx + kx * dx + t * sx}"
-                lanes.append(f"({col} >= 0 && {col} < {wd} ? -1 : 0)")
+            lanes = [_lane_in_row(ix0, q * v * sx + kx * dx + t * sx, wd) for t in range(v)]
             masks[kx, q] = b.let(ivt, f"(({ivt})({', '.join(lanes)}))", "m")
     return masks
 
@@ -360,7 +367,7 @@ def conv2d(b: KernelBuilder, nid: int) -> bool:
     acc = [[b.let(vt, r.vec_splat(dt, v, r.const(0, dt)), "acc", const=False)
             for _ in range(nc)] for _ in range(mr)]
     iy0 = b.int_let(f"{oy} * {sy} - {pt}", "iy")
-    ix0 = b.int_let(f"{ox0} * {sx} - {pl}", "ix")
+    ix0 = str(-pl) if ox0 == "0" else b.int_let(f"{ox0} * {sx} - {pl}", "ix")
     masks = _edge_masks(b, ix0, v, nc, kw, sx, dx, wd) if masked else None
 
     def fma_taps(row: str, kx: str, xvs: list[str]) -> None:
@@ -427,7 +434,7 @@ def pool2d(b: KernelBuilder, nid: int) -> bool:
     seg, ch, bn = _launch(b, oh * nxb, c, n)
     oy = b.int_let(f"{seg} / {nxb}" if nxb > 1 else seg, "oy")
     ox0 = b.int_let(f"({seg} % {nxb}) * {seg_w}" if nxb > 1 else "0", "ox")
-    x0 = b.int_let(f"{ox0} * {sx} - {plft}", "x0")
+    x0 = str(-plft) if ox0 == "0" else b.int_let(f"{ox0} * {sx} - {plft}", "x0")
     y0 = b.int_let(f"{oy} * {sy} - {pt}", "y0")
     plane = b.fresh("plane")
     b.emit(r.ptr_decl(dt, plane, f"{b.tensor(src)} + ({bn} * {c} + {ch}) * {h * wd}"))
@@ -438,8 +445,7 @@ def pool2d(b: KernelBuilder, nid: int) -> bool:
     masks = {}
     for dx in range(kw):
         for q in range(nc):
-            lanes = [f"({x0} + {q * v * sx + dx + t * sx} >= 0 && "
-                     f"{x0} + {q * v * sx + dx + t * sx} < {wd} ? -1 : 0)" for t in range(v)]
+            lanes = [_lane_in_row(x0, q * v * sx + dx + t * sx, wd) for t in range(v)]
             masks[dx, q] = b.let(ivt, f"(({ivt})({', '.join(lanes)}))", "m")
     ninf = b.let(ivt, f"as_{ivt}({start})", "ninf") if is_max else None
     one = b.let(ivt, f"as_{ivt}({r.vec_splat(dt, v, r.const(1, dt))})", "one") \
