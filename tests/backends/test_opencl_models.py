@@ -229,3 +229,31 @@ def test_pool_edge_reads_are_masked(op, width, stride, pad, include):
     got = lib.run(**feed)
     np.testing.assert_allclose(got[0], ref[0], rtol=1e-5, atol=1e-6)
     assert lib.stats()["num_fallback_ops"] == 0
+
+
+@pytest.mark.parametrize("direction,layout", [("forward", 0), ("reverse", 1)])
+def test_lstm_runs_as_one_kernel(direction, layout):
+    """A whole LSTM layer (every time step, all three outputs) in one work-group kernel,
+    against the reference; a peephole LSTM has no kernel and runs as a counted host step."""
+    rng = np.random.default_rng(7)
+    seq, batch, isz, hid = 5, 2, 6, 8
+    x, w, r, bias, h0, c0 = (sym.Variable(n) for n in ("x", "w", "r", "bias", "h0", "c0"))
+    out = sym.lstm(x, w, r, bias, h0, c0, hidden_size=hid, direction=direction,
+                   layout=layout, use_bias=True, use_initial_h=True, use_initial_c=True)
+    net = sym.Group([out[0], out[1], out[2]])
+    xs = (seq, batch, isz) if layout == 0 else (batch, seq, isz)
+    hs = (1, batch, hid) if layout == 0 else (batch, 1, hid)
+    shapes = {"x": xs, "h0": hs, "c0": hs}
+    params = {"w": rng.standard_normal((1, 4 * hid, isz)).astype("float32") * 0.5,
+              "r": rng.standard_normal((1, 4 * hid, hid)).astype("float32") * 0.5,
+              "bias": rng.standard_normal((1, 8 * hid)).astype("float32") * 0.1}
+    lib, _, _ = _check(net, params, shapes, rtol=1e-4, atol=1e-5)
+    st = lib.stats()
+    assert st["num_fallback_ops"] == 0 and st["num_kernels"] == 1, st["fallback_ops"]
+
+    p = sym.Variable("p")
+    peep = sym.lstm(x, w, r, bias, h0, c0, p, hidden_size=hid, use_bias=True,
+                    use_initial_h=True, use_initial_c=True, use_peepholes=True, layout=layout)
+    params["p"] = rng.standard_normal((1, 3 * hid)).astype("float32")
+    lib, _, _ = _check(peep[0], params, shapes, rtol=1e-4, atol=1e-5)
+    assert "peepholes" in str(lib.stats()["fallback_ops"])

@@ -482,10 +482,99 @@ def conv_transpose(b: KernelBuilder, nid: int) -> None:
     b.store([on, oc, oy, ox], acc)
 
 
+def lstm(b: KernelBuilder, nid: int) -> None:
+    """ONNX LSTM, one direction, in ONE work-group: work-item (batch b, unit j) computes its
+    four gates over the input and the shared hidden state (local memory) per time step, with
+    a barrier before and after the state update. Recurrent models run many small steps, so
+    a kernel per step or a host round trip per step would cost more than the arithmetic.
+    Falls back (host step) for peepholes, clip, coupled gates, sequence_lens, bidirectional
+    layers, non-default activations, or more units than one work-group holds."""
+    from ..ops.sequence import _input_names
+
+    attrs = b.attrs(nid)
+    names = _input_names("lstm")(attrs)
+    ins = dict(zip(names, b.inputs(nid)))
+    acts = [a.lower() for a in attrs["activations"]]
+    why = ("peepholes" if attrs["use_peepholes"] else "clip" if attrs["clip"] else
+           "input_forget" if attrs["input_forget"] else
+           "sequence_lens" if attrs["use_sequence_lens"] else
+           "bidirectional" if attrs["direction"] == "bidirectional" else
+           "activations" if acts not in ([], ["sigmoid", "tanh", "tanh"]) else None)
+    x = ins["X"]
+    dt = b.dtype(x)
+    layout = attrs["layout"]
+    xs = b.shape(x)
+    seq, batch, isz = (xs[0], xs[1], xs[2]) if layout == 0 else (xs[1], xs[0], xs[2])
+    hid = attrs["hidden_size"]
+    n = batch * hid
+    itemsize = 8 if dt == "float64" else 4
+    if why is None and (n > int(b.limits.get("max_work_group_size", 256)) or
+                        n * itemsize > int(b.limits.get("local_mem_size", 16384))):
+        why = f"{n} units exceed one work-group"
+    if why is None and not dt.startswith("float"):
+        why = f"dtype {dt}"
+    if why is not None:
+        raise b.unsupported(nid, f"lstm kernel: {why} not supported")
+    r = b.r
+    t = r.ctype(dt)
+    one = r.const(1, dt)
+    b.local_size = (n,)
+    b.global_size = (n,)
+    lid = b.let(r.int_type, r.index("local", 0), "lid")
+    bi = b.int_let(f"{lid} / {hid}", "b")
+    j = b.int_let(f"{lid} % {hid}", "j")
+    hs = b.fresh("hs")
+    b.emit(r.smem_decl(dt, hs, n))
+
+    def state(name: str) -> str:
+        if name not in ins:
+            return r.const(0, dt)
+        return b.load(ins[name], ["0", bi, j] if layout == 0 else [bi, "0", j])
+
+    c = b.let(t, state("initial_c"), "c", const=False)
+    b.emit(f"{hs}[{lid}] = {state('initial_h')};")
+    b.emit(r.barrier)
+    reverse = attrs["direction"] == "reverse"
+    with b.block(f"for (int s = 0; s < {seq}; ++s)"):
+        tt = b.int_let(f"{seq - 1} - s" if reverse else "s", "t")
+        rows = [b.int_let(f"{q * hid} + {j}", "row") for q in range(4)]
+        acc = []
+        for q in range(4):
+            bias = (f"{b.load(ins['B'], ['0', rows[q]])} + "
+                    f"{b.load(ins['B'], ['0', f'{4 * hid} + {rows[q]}'])}"
+                    if "B" in ins else r.const(0, dt))
+            acc.append(b.let(t, bias, "g", const=False))
+        with b.block(f"for (int k = 0; k < {isz}; ++k)"):
+            xv = b.let(t, b.load(x, [tt, bi, "k"] if layout == 0 else [bi, tt, "k"]), "x")
+            for q in range(4):
+                b.emit(f"{acc[q]} += {xv} * {b.load(ins['W'], ['0', rows[q], 'k'])};")
+        with b.block(f"for (int k = 0; k < {hid}; ++k)"):
+            hv = b.let(t, f"{hs}[{bi} * {hid} + k]", "h")
+            for q in range(4):
+                b.emit(f"{acc[q]} += {hv} * {b.load(ins['R'], ['0', rows[q], 'k'])};")
+
+        def sigmoid(v):
+            return f"({one} / ({one} + {r.func('exp', dt)}(-{v})))"
+        gi, go, gf = (b.let(t, sigmoid(acc[q]), "s") for q in (0, 1, 2))
+        b.emit(f"{c} = {gf} * {c} + {gi} * {r.func('tanh', dt)}({acc[3]});")
+        hn = b.let(t, f"{go} * {r.func('tanh', dt)}({c})", "hn")
+        b.emit(r.barrier)  # every work-item has read the old state
+        b.emit(f"{hs}[{lid}] = {hn};")
+        y = b.info.entry(nid, 0)
+        yc = [tt, "0", bi, j] if layout == 0 else [bi, tt, "0", j]
+        b.emit(f"{b.tensor(y, output=True)}[{b.linear(yc, b.shape(y))}] = {hn};")
+        b.emit(r.barrier)
+    for k, value in ((1, f"{hs}[{lid}]"), (2, c)):
+        e = b.info.entry(nid, k)
+        coords = ["0", bi, j] if layout == 0 else [bi, "0", j]
+        b.emit(f"{b.tensor(e, output=True)}[{b.linear(coords, b.shape(e))}] = {value};")
+
+
 Template = Callable[[KernelBuilder, int], None]
 
 TEMPLATES: dict[str, Template] = {
     "dense": dense, "matmul": matmul, "conv2d": conv2d, "conv_transpose": conv_transpose,
+    "lstm": lstm,
     "max_pool2d": pool2d, "avg_pool2d": pool2d,
     "global_max_pool2d": global_pool2d, "global_avg_pool2d": global_pool2d,
     "softmax": softmax, "log_softmax": softmax,
