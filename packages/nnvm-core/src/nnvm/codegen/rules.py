@@ -293,8 +293,8 @@ def _gather_elements(b: KernelBuilder, nid: int, k: int, coords) -> str:
     return b.value(data, list(coords[:ax]) + [pos] + list(coords[ax + 1:]))
 
 
-def _resize_axis(b: KernelBuilder, nid: int, c: str, axis: int, n_in: int, scale: float,
-                 n_out: int, roi) -> list[tuple[str, str | None]]:
+def _resize_axis(b: KernelBuilder, nid: int, c: str, n_in: int, scale: float, n_out: int,
+                 roi) -> list[tuple[str, str | None]]:
     """Taps ``[(input index expr, weight expr | None)]`` of output coordinate ``c`` on one
     resized axis, in closed form, after checking that form against the reference's own
     interpolation matrix (``nnvm.ops.image``) for every output index."""
@@ -348,7 +348,7 @@ def _resize(b: KernelBuilder, nid: int, k: int, coords) -> str:
     if attrs["antialias"] or attrs["exclude_outside"] or attrs["mode"] == "cubic":
         raise b.unsupported(nid, "resize: cubic, antialias and exclude_outside have no kernel")
     plan, _ = _plan(attrs, ishape)
-    taps = {a: _resize_axis(b, nid, coords[a], a, ishape[a], sc, n, roi)
+    taps = {a: _resize_axis(b, nid, coords[a], ishape[a], sc, n, roi)
             for a, sc, n, roi in plan}
     terms = [([], [])]
     for a in range(len(ishape)):
