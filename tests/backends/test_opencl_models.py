@@ -257,3 +257,20 @@ def test_lstm_runs_as_one_kernel(direction, layout):
     params["p"] = rng.standard_normal((1, 3 * hid)).astype("float32")
     lib, _, _ = _check(peep[0], params, shapes, rtol=1e-4, atol=1e-5)
     assert "peepholes" in str(lib.stats()["fallback_ops"])
+
+
+def test_reshapes_are_arena_views():
+    """A reshape-only step launches nothing: its output aliases its input's bytes, and that
+    storage lives until the last reader of either (here ``c`` is allocated after the
+    reshape; reusing ``a``'s bytes for it would corrupt ``b``)."""
+    x = sym.Variable("x")
+    a = sym.relu(x)
+    b = sym.reshape(a, shape=(6, 4))
+    c = sym.tanh(x * 3.0)
+    d = b + sym.reshape(c, shape=(6, 4))
+    e = sym.flatten(sym.expand_dims(x, axis=0))  # a view of a graph input
+    net = sym.Group([d, sym.exp(b), e])
+    lib, _, _ = _check(net, {}, {"x": (2, 3, 4)}, opt_level=0)
+    steps = {lib.info.idx.nodes[s.root].op.name: len(s.kernels) for s in lib.steps}
+    assert steps["reshape"] == 0 and steps["flatten"] == 0 and steps["expand_dims"] == 0
+    assert lib.stats()["num_kernels"] == 5  # relu, mul, tanh, add, exp (opt_level 0)

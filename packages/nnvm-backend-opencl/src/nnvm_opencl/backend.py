@@ -13,6 +13,8 @@ from . import device as devices
 
 #: ops always run on the host: graph plumbing and ops with host-side semantics.
 HOST_OPS = frozenset({"device_copy", "_assign"})
+#: ops whose output is their first input's bytes unchanged (row-major reshapes)
+RESHAPES = frozenset({"reshape", "flatten", "squeeze", "expand_dims", "reshape_like"})
 
 
 class OpenCLBackend:
@@ -58,7 +60,7 @@ class OpenCLBackend:
         info = GraphInfo(graph)
         if not limits["fp64"]:
             _host_float64(info, steps)
-        offsets, arena, act = plan_arena(info, steps)
+        offsets, arena, act = plan_arena(info, steps, _reshape_aliases(info, steps))
         source = renderer.render_program([k for s in steps for k in s.kernels])
         return OpenCLModule(graph, params, str(target), steps, offsets, arena, act, source,
                             platform, device)
@@ -91,3 +93,24 @@ def _host_float64(info, steps) -> None:
             if len(s.members) == 1:
                 steps[i] = Step("host", s.root, s.members, [], s.outputs, s.inputs,
                                 "float64 needs cl_khr_fp64, which the device lacks")
+
+
+def _reshape_aliases(info, steps) -> dict[int, int]:
+    """{output entry: input entry} for steps that only reshape: such a step launches no
+    kernel and its output is a view of the input's arena bytes (a copy kernel per reshape
+    cost a launch and a pass over memory for nothing)."""
+    from nnvm.codegen.arena import host_only
+
+    aliases = {}
+    for s in steps:
+        if s.kind != "kernel" or len(s.members) != 1:
+            continue
+        nid = s.members[0]
+        if info.idx.nodes[nid].op.name not in RESHAPES:
+            continue
+        src, out = info.inputs(nid)[0], info.entry(nid, 0)
+        if info.dtypes[src] != info.dtypes[out] or host_only(info.dtypes[out]):
+            continue
+        aliases[out] = src
+        s.kernels.clear()
+    return aliases

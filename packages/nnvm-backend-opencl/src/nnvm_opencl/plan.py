@@ -16,7 +16,9 @@ __all__ = ["ALIGN", "GUARD_BYTES", "plan_arena"]
 GUARD_BYTES = 2048
 
 
-def plan_arena(info, steps) -> tuple[dict[int, int], int, int]:
-    """``(offsets, arena bytes, activation bytes)`` with every offset shifted past the guard."""
-    offsets, arena, act = _plan_tensors(info, steps)
+def plan_arena(info, steps, aliases: dict[int, int] | None = None
+               ) -> tuple[dict[int, int], int, int]:
+    """``(offsets, arena bytes, activation bytes)`` with every offset shifted past the guard
+    (``aliases``: see ``nnvm.codegen.arena.plan_arena``)."""
+    offsets, arena, act = _plan_tensors(info, steps, aliases)
     return {e: o + GUARD_BYTES for e, o in offsets.items()}, arena + 2 * GUARD_BYTES, act

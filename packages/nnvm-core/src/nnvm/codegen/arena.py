@@ -42,17 +42,26 @@ def host_only(dtype: str | None) -> bool:
     return dtype in HOST_ONLY_DTYPES
 
 
-def plan_arena(info, steps) -> tuple[dict[int, int], int, int]:
+def plan_arena(info, steps, aliases: dict[int, int] | None = None
+               ) -> tuple[dict[int, int], int, int]:
     """``(offset in bytes per entry, arena bytes, activation bytes)`` for ``steps``.
 
-    Host-only entries (:func:`host_only`) get no offset.
+    Host-only entries (:func:`host_only`) get no offset. ``aliases`` maps an entry to the
+    entry whose bytes it reuses as they are (a reshape is the same row-major bytes): it gets
+    that entry's offset, and the storage lives until the last reader of either.
     """
     idx = info.idx
+    aliases = aliases or {}
     offsets: dict[int, int] = {}
     end = 0
 
     def size(e):
         return _round(entry_bytes(info.shapes[e], info.dtypes[e]))
+
+    def root(e):
+        while e in aliases:
+            e = aliases[e]
+        return e
 
     for nid in idx.input_nodes:  # inputs and params: fixed slots
         e = info.entry(nid, 0)
@@ -64,12 +73,15 @@ def plan_arena(info, steps) -> tuple[dict[int, int], int, int]:
     last_use: dict[int, int] = {}
     for s, step in enumerate(steps):
         for e in step.inputs:
-            last_use[e] = s
-    keep = set(idx.output_entries)
+            last_use[root(e)] = s
+    keep = {root(e) for e in idx.output_entries}
     free: list[tuple[int, int]] = []  # (size, offset)
     for s, step in enumerate(steps):
         for e in step.outputs:
             if host_only(info.dtypes[e]):
+                continue
+            if e in aliases:
+                offsets[e] = offsets[root(e)]
                 continue
             need = size(e)
             fits = [blk for blk in free if blk[0] >= need]
@@ -82,9 +94,9 @@ def plan_arena(info, steps) -> tuple[dict[int, int], int, int]:
             else:
                 offsets[e] = end
                 end += need
-        dead = [e for e in step.inputs if last_use.get(e) == s]
-        dead += [e for e in step.outputs if e not in last_use]
-        for e in dead:
+        dead = {root(e) for e in step.inputs if last_use.get(root(e)) == s}
+        dead |= {e for e in step.outputs if e not in aliases and e not in last_use}
+        for e in sorted(dead):
             if e in keep or e not in offsets or idx.nodes[info.entry_node[e]].op is None:
                 continue
             free.append((size(e), offsets[e]))
