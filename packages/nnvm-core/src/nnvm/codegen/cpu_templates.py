@@ -442,11 +442,7 @@ def pool2d(b: KernelBuilder, nid: int) -> bool:
     acc = [b.let(vt, start, "acc", const=False) for _ in range(nc)]
     cnt = [b.let(vt, r.vec_splat(dt, v, r.const(0, dt)), "cnt", const=False)
            for _ in range(nc)] if not is_max else []
-    masks = {}
-    for dx in range(kw):
-        for q in range(nc):
-            lanes = [_lane_in_row(x0, q * v * sx + dx + t * sx, wd) for t in range(v)]
-            masks[dx, q] = b.let(ivt, f"(({ivt})({', '.join(lanes)}))", "m")
+    masks = _edge_masks(b, x0, v, nc, kw, sx, 1, wd)
     ninf = b.let(ivt, f"as_{ivt}({start})", "ninf") if is_max else None
     one = b.let(ivt, f"as_{ivt}({r.vec_splat(dt, v, r.const(1, dt))})", "one") \
         if not is_max else None
