@@ -1,4 +1,4 @@
-"""Latency of the opencl target (PoCL on CPU here) against onnxruntime and the llvm target.
+"""Latency of the opencl target (a CPU OpenCL driver here) against onnxruntime and llvm.
 
 Issue 6's model families, each built twice from the same weights: as an ONNX graph
 (onnx.helper) for onnxruntime and as an nnvm symbol: ``mlp`` (4 x dense 1024 + tanh, batch
@@ -7,12 +7,14 @@ classifier: conv-relu-pool x2, depthwise conv, global pool, dense, softmax); and
 the llvm issue's families, the export-style ONNX models of ``benchmarks/onnx_zoo.py`` (YOLO,
 MobileNetV3 text detector, BERT encoder, LSTM VAD step) through ``nnvm.frontend.from_onnx``.
 The runtimes are timed in alternating blocks of calls (the median of each), so a noisy
-machine slows them alike. PoCL runs on every core, so onnxruntime and llvm get the same
-thread count. Prints median latencies, ratios, compile time (cold when the kernel caches are
+machine slows them alike. The CPU drivers (PoCL, Intel's runtime) run on every core, so
+onnxruntime and llvm get the same thread count. The device is the default one (``nnvm
+plugins`` shows it); ``--device`` picks another (as ``NNVM_OPENCL_DEVICE`` does). Prints median latencies, ratios, compile time (cold when the kernel caches are
 empty), max error, kernel/fallback counts, the geometric mean of the ratios and peak RSS.
 
     python benchmarks/bench_opencl.py [--repeat 30] [--models mlp,conv,cnn]
                                       [--zoo yolo,ocr,bert,vad] [--threads 2] [--no-llvm]
+                                      [--device intel|portable|INDEX]
 """
 
 from __future__ import annotations
@@ -183,7 +185,14 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--opt-level", type=int, default=3)
     ap.add_argument("--no-llvm", action="store_true")
+    ap.add_argument("--device", default=None,
+                    help="OpenCL device: a substring of 'platform / device' or an index")
     args = ap.parse_args()
+    if args.device:
+        os.environ["NNVM_OPENCL_DEVICE"] = args.device
+    from nnvm_opencl import device as devices
+
+    print(f"opencl device: {devices.name(devices.select())}")
     rng = np.random.default_rng(0)
     why = "skipped" if args.no_llvm else _llvm_reason()
     print(f"load average {os.getloadavg()[0]:.2f}; threads {args.threads}")

@@ -1,5 +1,5 @@
-"""The ONNX backend NODE test suite on target ``opencl`` (PoCL on CPU): pass rate, kernels
-vs host fallbacks.
+"""The ONNX backend NODE test suite on target ``opencl`` (a CPU OpenCL driver: PoCL or Intel's
+runtime): pass rate, kernels vs host fallbacks.
 
 Reuses ``tests/frontend_onnx/node_suite.py`` (case loading, ledger format) and runs each
 case through ``nnvm_onnx.backend.Backend`` with ``target="opencl"``, compared by the suite's
@@ -14,9 +14,13 @@ generated OpenCL kernel, with *fallback* when at least one op ran as a counted h
     python scripts/opencl_node_suite.py --fallback-ops  # which ops ran on the host, how often
     python scripts/opencl_node_suite.py --progress run.jsonl      # poll a long run
     python scripts/opencl_node_suite.py --resume run.jsonl        # finish an interrupted one
+    python scripts/opencl_node_suite.py --target "opencl -platform=portable"   # on PoCL
 
-CI runs the whole suite (``tests/backends/test_opencl_node_suite.py``): 336-352 s for all
-1,884 cases on 2 idle cores with an empty kernel cache. A case costs PoCL's cold compile of its one
+The default device is the fastest usable one (``nnvm plugins``); CI runs the suite on every
+usable device against the same ledger: 1,828 / 1,884 on both PoCL and Intel's CPU runtime.
+
+CI runs the whole suite (``tests/backends/test_opencl_node_suite.py``): on 2 idle cores with
+an empty kernel cache, 284-352 s on PoCL and 45 s on Intel's runtime. A case costs PoCL's cold compile of its one
 program (~0.1-0.5 s; a case whose every op is a host step compiles nothing) plus each kernel's
 specialisation at its first launch; every module of a worker shares one OpenCL context.
 ``--subset`` (every ONNX op type once, 179 cases) is a quick local smoke run.
@@ -300,7 +304,7 @@ def write_ledger(results: dict[str, tuple], path: str = LEDGER) -> None:
                     if v[0] is not None)
     with open(path, "w", encoding="utf-8") as fh:
         fh.write("# Expected failures of the ONNX node test suite (onnx 1.23.2) on target "
-                 "'opencl' (PoCL).\n# One line each: test name, then the reason. A listed "
+                 "'opencl' (every usable CPU driver:\n# PoCL, Intel's CPU runtime). One line each: test name, then the reason. A listed "
                  "test that passes, or an\n# unlisted one that fails, fails tests/backends/"
                  "test_opencl_node_suite.py; regenerate with\n"
                  "#   python scripts/opencl_node_suite.py --write-ledger\n"

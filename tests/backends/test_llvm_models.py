@@ -166,8 +166,11 @@ DEPLOY = textwrap.dedent("""
 
 @pytest.mark.slow
 def test_deploy_without_apache_tvm(tmp_path, rng):
-    """A fresh venv with nnvm-core, nnvm-backend-llvm (no [compiler]) and apache-tvm-ffi
-    loads and runs a model exported here, and apache-tvm is not even installed there."""
+    """A fresh venv that sees nothing of this interpreter's site-packages gets nnvm-core and
+    nnvm-backend-llvm (no [compiler] extra) from pip, their dependencies (numpy, pluggy,
+    apache-tvm-ffi) from the package index, and loads and runs a model exported here;
+    apache-tvm is not installed there. Hermetic on purpose: a venv with
+    --system-site-packages passed only where someone had installed apache-tvm-ffi by hand."""
     y, params, shape = _cnn(rng)
     lib = nnvm.compiler.build(y, target="llvm", shape=shape, params=params, opt_level=3)
     art, xin, out = tmp_path / "m.nnvm", tmp_path / "x.npy", tmp_path / "y.npy"
@@ -175,24 +178,22 @@ def test_deploy_without_apache_tvm(tmp_path, rng):
     x = rng.standard_normal(shape["x"]).astype("float32")
     np.save(xin, x)
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)],
-                   check=True)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     py = str(venv / "bin" / "python")
-    # system site-packages has tvm: hide it with a path hook that refuses to import it
-    block = venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / \
-        "site-packages" / "zz_block_tvm.pth"
-    block.write_text("import sys; sys.meta_path.insert(0, type('B', (), {'find_spec': "
-                     "staticmethod(lambda n, p=None, t=None: (_ for _ in ()).throw("
-                     "ImportError('apache-tvm is not installed here')) if n == 'tvm' or "
-                     "n.startswith('tvm.') else None)})())\n")
-    pip = [py, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-           "--no-index"]
-    subprocess.run(pip + [os.path.join(ROOT, "packages", "nnvm-core"),
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV") and not k.startswith("NNVM_")}
+    pip = subprocess.run([py, "-m", "pip", "install", "-q",
+                          os.path.join(ROOT, "packages", "nnvm-core"),
                           os.path.join(ROOT, "packages", "nnvm-backend-llvm")],
-                   check=True, capture_output=True)
-    check = subprocess.run([py, "-c", "import tvm"], capture_output=True, text=True)
-    assert check.returncode != 0 and "not installed here" in check.stderr
-    env = dict(os.environ, NNVM_DISABLE_PLUGIN_AUTOLOAD="1", NNVM_PLUGINS="llvm")
+                         capture_output=True, text=True, env=env, timeout=900)
+    if pip.returncode != 0 and "No matching distribution found" in pip.stderr:
+        pytest.skip(f"no package index reachable for the venv's dependencies: "
+                    f"{pip.stderr.strip().splitlines()[-1]}")
+    assert pip.returncode == 0, pip.stdout + pip.stderr
+    check = subprocess.run([py, "-c", "import tvm"], capture_output=True, text=True, env=env)
+    assert check.returncode != 0 and "No module named 'tvm'" in check.stderr
+    env.update(NNVM_DISABLE_PLUGIN_AUTOLOAD="1", NNVM_PLUGINS="llvm",
+               NNVM_CACHE_DIR=str(tmp_path / "cache"))
     res = subprocess.run([py, "-c", DEPLOY, str(art), str(xin), str(out)], env=env,
                          capture_output=True, text=True, cwd=str(tmp_path))
     assert res.returncode == 0, res.stderr[-3000:]

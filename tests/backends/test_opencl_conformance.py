@@ -16,8 +16,6 @@ import numpy as np
 import pytest
 
 import nnvm
-from nnvm.backend import get_backend
-from nnvm.errors import BackendUnavailableError
 from nnvm.ir import Graph, Node, NodeEntry, make_node
 from nnvm.op import get_op
 
@@ -25,14 +23,8 @@ HERE = pathlib.Path(__file__).resolve().parents[1] / "core"
 FAMILIES = ("elemwise", "nn", "reduce", "transform")
 
 
-def _reason():
-    try:
-        return get_backend("opencl", require_available=False).is_available()
-    except BackendUnavailableError as exc:  # plugin not installed
-        return str(exc)
+from opencl_devices import REASON, TARGETS  # noqa: E402
 
-
-REASON = _reason()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=f"opencl unavailable: {REASON}")
 
 
@@ -90,9 +82,11 @@ def _build_suite(cases, target):
     return spans, ref, got, lib.stats()
 
 
-@pytest.fixture(scope="module")
-def suite():
-    return _build_suite(CASES, "opencl")
+@pytest.fixture(scope="module", params=[t for _, t in TARGETS] or ["opencl"],
+                ids=[i for i, _ in TARGETS] or ["opencl"])
+def suite(request):
+    """One program per usable device (PoCL and Intel's CPU runtime where each works)."""
+    return _build_suite(CASES, request.param)
 
 
 @pytest.fixture(scope="module")

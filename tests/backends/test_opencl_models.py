@@ -8,19 +8,11 @@ import pytest
 
 import nnvm
 from nnvm import sym
-from nnvm.backend import get_backend
 from nnvm.errors import BackendUnavailableError, NNVMError
 from nnvm.testing.models import MODELS
 
+from opencl_devices import REASON
 
-def _reason():
-    try:
-        return get_backend("opencl", require_available=False).is_available()
-    except BackendUnavailableError as exc:
-        return str(exc)
-
-
-REASON = _reason()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=f"opencl unavailable: {REASON}")
 
 

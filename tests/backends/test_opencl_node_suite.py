@@ -1,7 +1,8 @@
-"""The ONNX backend NODE test suite (onnx 1.23.2, all 1,884 cases) on target ``opencl`` (PoCL).
+"""The ONNX backend NODE test suite (onnx 1.23.2, all 1,884 cases) on target ``opencl``, once
+on every usable OpenCL device (PoCL and Intel's CPU runtime where each works).
 
-Every case is prepared with ``nnvm_onnx.backend.Backend(target="opencl")``, run on the PoCL
-CPU device in a worker process (``scripts/opencl_node_suite.py``: one spawned worker per
+Every case is prepared with ``nnvm_onnx.backend.Backend(target="opencl -platform=...")``, run
+in a worker process (``scripts/opencl_node_suite.py``: one spawned worker per
 core, a crash or hang fails only its own case) and compared by the suite's own
 ``assert_similar_outputs``. The result is checked against ``opencl_node_ledger.txt`` both
 ways (an unlisted failure fails here, and so does a listed case that passes), and the
@@ -9,7 +10,7 @@ measured pass rate against the Done-when bar: 95% of all node cases.
 
 Cost: PoCL compiles each case's program cold (~0.1-0.5 s) and specialises every kernel at
 its first launch; a case with no kernel (every op a host step) compiles nothing. About
-10-15 minutes on 2 idle cores with an empty kernel cache, the largest part of CI.
+5 minutes on 2 idle cores with an empty kernel cache on PoCL, 45 s on Intel's runtime.
 ``python scripts/opencl_node_suite.py -k REGEX -v`` reruns a slice with failure reasons.
 """
 
@@ -23,22 +24,13 @@ import pytest
 pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
-from nnvm.backend import get_backend  # noqa: E402
-from nnvm.errors import BackendUnavailableError  # noqa: E402
+from opencl_devices import REASON, TARGETS  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import opencl_node_suite as suite  # noqa: E402
 
 
-def _reason():
-    try:
-        return get_backend("opencl", require_available=False).is_available()
-    except BackendUnavailableError as exc:  # plugin not installed
-        return str(exc)
-
-
-REASON = _reason()
 pytestmark = [pytest.mark.opencl, pytest.mark.slow,
               pytest.mark.skipif(REASON is not None, reason=f"opencl unavailable: {REASON}")]
 
@@ -51,10 +43,11 @@ def cases():
     return suite.node_suite.load_cases()
 
 
-@pytest.fixture(scope="module")
-def results(cases):
-    out = suite.run_all(workers=os.cpu_count() or 2, cases=cases)
-    print(f"\nopencl node suite: {suite.describe(suite.summary(out))}")
+@pytest.fixture(scope="module", params=[t for _, t in TARGETS] or ["opencl"],
+                ids=[i for i, _ in TARGETS] or ["opencl"])
+def results(cases, request):
+    out = suite.run_all(workers=os.cpu_count() or 2, cases=cases, target=request.param)
+    print(f"\n{request.param} node suite: {suite.describe(suite.summary(out))}")
     return out
 
 

@@ -19,6 +19,7 @@ import hashlib
 import os
 import re
 import tempfile
+import warnings
 
 from nnvm.errors import NNVMError
 from nnvm.codegen.diagnostics import clip_log, kernels_at_lines
@@ -28,6 +29,12 @@ BUILD_OPTIONS = "-cl-fast-relaxed-math -cl-mad-enable"
 
 class KernelBuildError(NNVMError):
     """The OpenCL compiler rejected a generated kernel (a code generator bug)."""
+
+
+class DriverCannotCompileError(KernelBuildError):
+    """The OpenCL driver cannot compile even the probe kernel on this machine: the program
+    failed because of the driver (e.g. PoCL's LLVM not knowing a newer CPU), not because of
+    the generated code."""
 
 
 def cache_dir() -> str:
@@ -85,7 +92,7 @@ def build_program(ctx, dev, source: str, options: str = BUILD_OPTIONS):
         try:
             with open(path, "rb") as f:
                 binary = f.read()
-            prg = cl.Program(ctx, [dev], [binary]).build(options=options)
+            prg = _quiet_build(cl.Program(ctx, [dev], [binary]), options)
             return prg, True, binary
         except Exception:  # stale or foreign binary: rebuild from source
             pass
@@ -95,17 +102,37 @@ def build_program(ctx, dev, source: str, options: str = BUILD_OPTIONS):
     return prg, False, binary
 
 
+def _quiet_build(prg, options: str, devices=None):
+    """``prg.build`` without pyopencl's CompilerWarning: a driver's non-empty log on success
+    ("Compilation done", vectoriser remarks) is not actionable for a user; a failed build
+    raises, and the caller reports the whole log."""
+    import pyopencl as cl
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", cl.CompilerWarning)
+        return prg.build(options=options, devices=devices)
+
+
 def _build_source(ctx, dev, source: str, options: str):
     import pyopencl as cl
 
     prg = cl.Program(ctx, source)
     try:
-        prg.build(options=options, devices=[dev])
+        _quiet_build(prg, options, [dev])
     except Exception as exc:
         try:
             log = prg.get_build_info(dev, cl.program_build_info.LOG)
         except Exception:
             log = ""
+        from .device import INTEL_HINT, run_probe
+
+        broken = run_probe(dev)  # fresh, not the cached verdict: is it the driver?
+        if broken is not None:
+            raise DriverCannotCompileError(
+                f"OpenCL device '{dev.platform.name.strip()} / {dev.name.strip()}' -> the "
+                f"driver cannot compile any kernel on this machine ({broken}) -> this is not "
+                f"a code generator bug -> use another device (target option -device=..., or "
+                f"NNVM_OPENCL_DEVICE), or install one that works here: {INTEL_HINT}") from None
         raise KernelBuildError(_build_message(source, log or str(exc))) from None
     return prg
 
@@ -115,7 +142,7 @@ def program_from_binary(ctx, dev, binary: bytes, source: str, options: str = BUI
     import pyopencl as cl
 
     try:
-        return cl.Program(ctx, [dev], [binary]).build(options=options), True
+        return _quiet_build(cl.Program(ctx, [dev], [binary]), options), True
     except Exception:
         return build_program(ctx, dev, source, options)[0], False
 
