@@ -8,7 +8,7 @@ with its own ``MlasComputeExp``/``Erf`` kernels):
 
 * ``exp``: Cody-Waite range reduction ``x = n ln2 + r`` and a degree-6 minimax polynomial
   for ``e^r`` (Cephes ``expf`` coefficients), ``2^n`` built in the exponent bits; relative
-  error about 2 ulp over the clamped range [-86.6, 88.38] (below: about 2e-38);
+  error about 2 ulp over the range [-86.6, 88.38]; above it +inf, below it 0, NaN kept;
 * ``erf``: Abramowitz & Stegun 7.1.26 (absolute error below 1.5e-7) with the ``exp`` above,
   and its Taylor series for ``|x| < 0.5`` (relative error below 1e-7 there).
 
@@ -45,10 +45,12 @@ def fast_exp(x, dtype: str = "float32"):
         return _const(v, dtype)
     lanes = _lanes(dtype)
     itype = f"int32x{lanes}" if lanes > 1 else "int32"
+    x0 = tirx.Var("fexp_x0", dtype)
     xv = tirx.Var("fexp_x", dtype)
     nv = tirx.Var("fexp_n", dtype)
     rv = tirx.Var("fexp_r", dtype)
-    clamped = tirx.max(tirx.min(x, _c(88.3762626647949)), _c(-86.6))
+    hi, lo = _c(88.3762626647949), _c(-86.6)
+    clamped = tirx.max(tirx.min(x0, hi), lo)
     n = tirx.floor(xv * _c(1.44269504088896341) + _c(0.5))
     r = xv - nv * _c(0.693359375) + nv * _c(2.12194440e-4)
     p = _c(1.9875691500e-4)
@@ -59,7 +61,11 @@ def fast_exp(x, dtype: str = "float32"):
     # 2^n as 2 * 2^(n-1): n reaches 128 at the top of the range
     two_n = tirx.reinterpret(dtype, (nv.astype(itype) + _const(126, dtype, "int32"))
                              << _const(23, dtype, "int32")) * _c(2.0)
-    return tirx.Let(xv, clamped, tirx.Let(nv, n, tirx.Let(rv, r, p * two_n)))
+    # IEEE special values as libm gives them (the clamp alone turned NaN and +inf into
+    # 2.4e38): above the range +inf, below it 0 (true value < 1.2e-38), NaN stays NaN
+    body = tirx.Select(x0 > hi, _c(float("inf")), tirx.Select(
+        x0 < lo, _c(0.0), tirx.Select(tirx.isnan(x0), x0, p * two_n)))
+    return tirx.Let(x0, x, tirx.Let(xv, clamped, tirx.Let(nv, n, tirx.Let(rv, r, body))))
 
 
 def fast_erf(x, dtype: str = "float32"):

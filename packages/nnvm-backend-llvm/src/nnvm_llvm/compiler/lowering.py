@@ -81,29 +81,68 @@ def _const(value, dtype):
     return tvm.tirx.const(value, dtype)
 
 
+def expr_dtype(e) -> str:
+    """dtype of a TIR expression (TVM 0.27 intrinsic calls and immediates carry it on
+    ``ty`` only)."""
+    dt = getattr(e, "dtype", None)
+    return str(dt) if dt is not None else str(e.ty.dtype)
+
+
+def _is_float(x) -> bool:
+    return "float" in expr_dtype(x)
+
+
+def keep_nan(x, y):
+    """``y``, or ``x`` where ``x`` is NaN. Why: LLVM's min/max and TVM's clamped intrinsics
+    (tanh clamps to [-9, 9]) turn NaN into a number, where NumPy and the reference target
+    propagate it; a model fed NaN must return NaN on every target."""
+    return tvm.tirx.Select(te.isnan(x), x, y) if _is_float(x) else y
+
+
+def nan_max(a, b):
+    """``np.maximum``: NaN if either side is NaN (``te.max`` would return the other side)."""
+    if not _is_float(a):
+        return te.max(a, b)
+    return tvm.tirx.Select(te.isnan(b), b, keep_nan(a, te.max(a, b)))
+
+
+def nan_min(a, b):
+    """``np.minimum``: NaN if either side is NaN."""
+    if not _is_float(a):
+        return te.min(a, b)
+    return tvm.tirx.Select(te.isnan(b), b, keep_nan(a, te.min(a, b)))
+
+
+def relu(x):
+    """max(x, 0) that keeps NaN: one compare and a blend, as cheap as a max."""
+    zero = _const(0, expr_dtype(x))
+    return tvm.tirx.Select(x < zero, zero, x) if _is_float(x) else te.max(x, zero)
+
+
 def _tanh(x):
     """tanh with its Taylor series near 0: TVM's float32 tanh approximation is off by ~6e-7
-    absolute there, a large relative error on tiny inputs (mish of very negative x)."""
+    absolute there, a large relative error on tiny inputs (mish of very negative x); NaN is
+    kept (TVM's clamps it to 1)."""
     if "float" not in str(x.dtype) or str(x.dtype) == "float64":
         return te.tanh(x)
     x2 = x * x
     c = [_const(v, x.dtype) for v in (1, 1 / 3, 2 / 15)]
     series = x * (c[0] - x2 * (c[1] - x2 * c[2]))
-    return tvm.tirx.Select(te.abs(x) < _const(0.0625, x.dtype), series, te.tanh(x))
+    return keep_nan(x, tvm.tirx.Select(te.abs(x) < _const(0.0625, x.dtype), series,
+                                       te.tanh(x)))
 
 
 # -- elementwise ------------------------------------------------------------------------------
 
 _UNARY: dict[str, Callable[[Any], Any]] = {
-    "relu": lambda x: te.max(x, _const(0, x.dtype)),
+    "relu": relu,
     "tanh": _tanh, "sigmoid": te.sigmoid, "exp": te.exp, "log": te.log, "sqrt": te.sqrt,
     "erf": te.erf, "sin": te.sin, "cos": te.cos, "floor": te.floor, "ceil": te.ceil,
     "round": te.round, "trunc": te.trunc, "negative": lambda x: -x, "abs": te.abs,
     "reciprocal": lambda x: _const(1, x.dtype) / x,
     "sign": lambda x: tvm.tirx.Select(x > 0, _const(1, x.dtype), tvm.tirx.Select(
         x < 0, _const(-1, x.dtype), _const(0, x.dtype))),
-    "softplus": lambda x: te.max(x, _const(0, x.dtype)) + te.log(
-        _const(1, x.dtype) + te.exp(-te.abs(x))),
+    "softplus": lambda x: relu(x) + te.log(_const(1, x.dtype) + te.exp(-te.abs(x))),
     "softsign": lambda x: x / (_const(1, x.dtype) + te.abs(x)),
     "copy": lambda x: x, "block_grad": lambda x: x, "dropout": lambda x: x,
     "zeros_like": lambda x: _const(0, x.dtype), "ones_like": lambda x: _const(1, x.dtype),
@@ -167,7 +206,7 @@ for _n, _f in _SCALAR.items():
 
 _BINARY = {
     "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
-    "div": lambda a, b: a / b, "pow": te.power, "maximum": te.max, "minimum": te.min,
+    "div": lambda a, b: a / b, "pow": te.power, "maximum": nan_max, "minimum": nan_min,
 }
 
 
@@ -273,9 +312,38 @@ def _reduce_rule(fn, mean=False):
     return rule
 
 
+def _nan_reduce(combine, plain):
+    """max/min reductions that return NaN when a reduced element is NaN (``np.max``);
+    ``te.max``'s reducer skips NaN. Non-float dtypes keep topi's own reducer."""
+    lowest = {"max": lambda t: tvm.te.min_value(t), "min": lambda t: tvm.te.max_value(t)}
+    reducer = te.comm_reducer(lambda a, b: combine(a, b), lowest[plain.__name__],
+                              name=f"nan_{plain.__name__}")
+
+    def fn(x, axis, keepdims):
+        if not _is_float(x):
+            return plain(x, axis=axis, keepdims=keepdims)
+        axes = [a % len(x.shape) for a in axis]
+        rs = [te.reduce_axis((0, x.shape[a]), name=f"k{a}") for a in axes]
+
+        def body(*i):
+            it, idx = iter(i), []
+            for d in range(len(x.shape)):
+                if d in axes:
+                    idx.append(rs[axes.index(d)])
+                    if keepdims:
+                        next(it)
+                else:
+                    idx.append(next(it))
+            return reducer(x[tuple(idx)], axis=rs)
+        shape = [1 if d in axes else x.shape[d] for d in range(len(x.shape))] if keepdims \
+            else [x.shape[d] for d in range(len(x.shape)) if d not in axes]
+        return te.compute(shape, body, name=f"nan_{plain.__name__}")
+    return fn
+
+
 register("sum", "reduce")(_reduce_rule(topi.sum))
-register("max", "reduce")(_reduce_rule(topi.max))
-register("min", "reduce")(_reduce_rule(topi.min))
+register("max", "reduce")(_reduce_rule(_nan_reduce(nan_max, topi.max)))
+register("min", "reduce")(_reduce_rule(_nan_reduce(nan_min, topi.min)))
 register("prod", "reduce")(_reduce_rule(topi.prod))
 register("mean", "reduce")(_reduce_rule(topi.sum, mean=True))
 

@@ -13,7 +13,7 @@ import math
 import tvm
 from tvm import te
 
-from .lowering import _broadcast_rule, _const, register
+from .lowering import _broadcast_rule, _const, expr_dtype, keep_nan, nan_min, register, relu
 
 _HALF = ("float16", "bfloat16")
 
@@ -34,10 +34,7 @@ def _elementwise(fn):
     return rule
 
 
-def _dtype(e) -> str:
-    """dtype of a TIR expression (TVM 0.27 intrinsic calls carry it on ``ty`` only)."""
-    dt = getattr(e, "dtype", None)
-    return str(dt) if dt is not None else str(e.ty.dtype)
+_dtype = expr_dtype
 
 
 def _c(v, x):
@@ -57,13 +54,13 @@ def _sigmoid(x):
 
 
 def _softplus(x):
-    # log(1 + exp(x)) without overflow: max(x, 0) + log(1 + exp(-|x|))
-    return te.max(x, _c(0, x)) + te.log(_c(1, x) + te.exp(-te.abs(x)))
+    # log(1 + exp(x)) without overflow: max(x, 0) + log(1 + exp(-|x|)), NaN kept
+    return relu(x) + te.log(_c(1, x) + te.exp(-te.abs(x)))
 
 
 def _expm1_neg(x, alpha):
-    """alpha * (exp(min(x, 0)) - 1), the negative branch of elu/selu/celu."""
-    return alpha * (te.exp(te.min(x, _c(0, x))) - _c(1, x))
+    """alpha * (exp(min(x, 0)) - 1), the negative branch of elu/selu/celu (NaN kept)."""
+    return alpha * (te.exp(nan_min(x, _c(0, x))) - _c(1, x))
 
 
 def _gelu(x, a):
@@ -85,10 +82,10 @@ _FLOAT_UNARY = {
     "elu": lambda x, a: tvm.tirx.Select(x > _c(0, x), x, _expm1_neg(x, _c(a["alpha"], x))),
     "selu": lambda x, a: _c(a["gamma"], x) * tvm.tirx.Select(
         x > _c(0, x), x, _expm1_neg(x, _c(a["alpha"], x))),
-    "celu": lambda x, a: te.max(x, _c(0, x)) + te.min(_c(0, x), _c(a["alpha"], x) * (
-        te.exp(te.min(x, _c(0, x)) / _c(a["alpha"], x)) - _c(1, x))),
-    "hard_sigmoid": lambda x, a: te.min(te.max(_c(a["alpha"], x) * x + _c(a["beta"], x),
-                                               _c(0, x)), _c(1, x)),
+    "celu": lambda x, a: relu(x) + nan_min(_c(0, x), _c(a["alpha"], x) * (
+        te.exp(nan_min(x, _c(0, x)) / _c(a["alpha"], x)) - _c(1, x))),
+    "hard_sigmoid": lambda x, a: keep_nan(x, te.min(te.max(
+        _c(a["alpha"], x) * x + _c(a["beta"], x), _c(0, x)), _c(1, x))),
     "thresholded_relu": lambda x, a: tvm.tirx.Select(x > _c(a["alpha"], x), x, _c(0, x)),
     "swish": lambda x, a: x * _sigmoid(_c(a["alpha"], x) * x),
     "shrink": lambda x, a: tvm.tirx.Select(
