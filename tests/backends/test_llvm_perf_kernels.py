@@ -105,6 +105,9 @@ def test_profile_names_every_step_and_run_converts_inexact_inputs(rng):
     assert len(prof) == lib.stats()["num_kernels"] and all(t >= 0 for _, t in prof)
     xv = rng.standard_normal((3, 8))
     exact = lib.run(x=xv.astype("float32"))[0]
+    with pytest.raises(ExecutionError, match="wrong dtype"):
+        lib.run(x=xv)  # float64 is refused unless the caller opts into casting
+    lib.allow_cast = True
     np.testing.assert_allclose(lib.run(x=xv)[0], exact, rtol=1e-6)  # float64 -> converted
     with pytest.raises(ExecutionError, match="wrong shape"):
         lib.run(x=np.zeros((2, 8), "float32"))

@@ -52,7 +52,15 @@ def plan_from_json(plan: dict) -> tuple[list[Step], dict[int, int], int, int]:
 
 
 class OpenCLModule(Module):
-    """Runtime module of the ``opencl`` target."""
+    """Runtime module of the ``opencl`` target.
+
+    Thread safety: ``run(**inputs)`` may be called from many threads; each call holds the
+    module's lock (``Module._lock``) from binding its inputs to reading its outputs back. A
+    lock, not per-call state, because every kernel's arguments are fixed at load time to
+    one device arena and the module has one command queue: concurrent calls would write
+    their inputs into the same arena slots (a per-call arena would mean re-binding every
+    kernel's arguments per call and one arena of device memory per concurrent call).
+    """
 
     def __init__(self, graph, params, target: str, steps: list[Step], offsets: dict[int, int],
                  arena_bytes: int, activation_bytes: int, source: str,

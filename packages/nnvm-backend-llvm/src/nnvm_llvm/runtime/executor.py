@@ -12,10 +12,12 @@ the outputs out.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import tempfile
 import time
+import weakref
 from typing import Any
 
 import numpy as np
@@ -38,20 +40,178 @@ def _ffi():
     return tvm_ffi
 
 
-def load_library(so_bytes: bytes):
-    """Load a TVM-exported shared library from bytes with ``tvm_ffi.load_module``.
+# memfd_create flags: MFD_CLOEXEC keeps the fd out of child processes; MFD_EXEC (Linux 6.3+)
+# asks for an executable memfd where the vm.memfd_noexec sysctl would default to noexec.
+_MFD_CLOEXEC = getattr(os, "MFD_CLOEXEC", 1)
+_MFD_EXEC = 0x0010
+_DIR_PREFIX = "nnvm-native-"
+_STALE_AFTER_S = 600  # a load takes milliseconds; older leftovers of dead pids are swept
 
-    The bytes go to a private temporary file that is removed once loaded (the mapping
-    stays valid on POSIX).
-    """
-    tvm_ffi = _ffi()
-    fd, path = tempfile.mkstemp(suffix=".so", prefix="nnvm-llvm-")
+#: How the latest ``load_library`` call loaded its code: ``"memfd"`` or the directory used
+#: (a diagnostic for tests and bug reports; with concurrent loads the latest one wins).
+last_load_method: str | None = None
+_load_counter = itertools.count(1)
+
+
+def _memfd_path(fd: int) -> str:
+    """A ``/proc/self/fd/N`` path spelled uniquely for this process's lifetime.
+
+    ``dlopen`` returns an already-loaded library whose name is the same string, and fd
+    numbers are reused as soon as they are closed: a second model loaded through the same
+    fd number would silently get the first model's library. Each load therefore spells
+    the path differently (a counter in binary, as ``./`` or ``.//`` components, which the
+    kernel resolves to the same file)."""
+    n = next(_load_counter)
+    spell = "".join(".//" if (n >> i) & 1 else "./" for i in range(n.bit_length()))
+    return f"/proc/self/{spell}fd/{fd}"
+
+
+def _dlopen(tvm_ffi, path: str):
+    """``tvm_ffi`` module from the shared library at ``path``, not kept alive globally.
+
+    The ``.so`` loader is called directly: ``tvm_ffi.load_module`` picks its loader from the
+    file extension, which a ``/proc/self/fd/N`` path lacks, and by default registers the
+    module in a process-wide list so that it (and its thread pool) is never unloaded."""
+    loader = tvm_ffi.get_global_func("ffi.Module.load_from_file.so")
+    return loader(path, "so")
+
+
+def _load_memfd(tvm_ffi, so_bytes: bytes):
+    """Load from an anonymous in-memory file: ``(module, None)``, or ``(None, why not)``.
+
+    Nothing touches a file system (no executable temp dir needed, nothing left behind by a
+    crash); the fd is closed once loaded, the mapping keeps the pages alive."""
+    if not hasattr(os, "memfd_create") or not os.path.isdir("/proc/self/fd"):
+        return None, "memfd_create or /proc unavailable"
+    fd, err = None, None
+    for flags in (_MFD_CLOEXEC | _MFD_EXEC, _MFD_CLOEXEC):  # kernels < 6.3 refuse MFD_EXEC
+        try:
+            fd = os.memfd_create("nnvm-llvm-lib", flags)
+            break
+        except OSError as exc:
+            err = exc
+    if fd is None:
+        return None, f"memfd_create: {err}"
     try:
+        view = memoryview(so_bytes)
+        while view:
+            view = view[os.write(fd, view):]
+        return _dlopen(tvm_ffi, _memfd_path(fd)), None
+    except Exception as exc:  # noqa: BLE001 - e.g. a noexec memfd policy: try a directory
+        return None, f"memfd: {_last_line(exc)}"
+    finally:
+        os.close(fd)
+
+
+def _last_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[-1] if text else repr(exc)
+
+
+def _candidate_dirs() -> list[str]:
+    """Parent directories for the private fallback directory, best first."""
+    out = []
+    if os.environ.get("NNVM_NATIVE_DIR"):
+        out.append(os.environ["NNVM_NATIVE_DIR"])
+    cache = os.environ.get("NNVM_CACHE_DIR")
+    if not (cache and cache.lower() in ("off", "0", "none", "false")):
+        out.append(os.path.join(cache or os.path.join(os.path.expanduser("~"), ".cache",
+                                                      "nnvm", "llvm"), "native"))
+    if os.environ.get("XDG_RUNTIME_DIR"):
+        out.append(os.environ["XDG_RUNTIME_DIR"])
+    out.append(tempfile.gettempdir())
+    return out
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by another user
+        return True
+    return True
+
+
+def _sweep_stale(parent: str) -> None:
+    """Remove private directories left by processes that died while loading: their pid (the
+    first field after the prefix) is gone and they are older than ``_STALE_AFTER_S`` (the
+    age check protects a load in progress in another pid namespace sharing ``parent``)."""
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return
+    now = time.time()
+    for name in names:
+        if not name.startswith(_DIR_PREFIX):
+            continue
+        pid = name[len(_DIR_PREFIX):].split("-", 1)[0]
+        d = os.path.join(parent, name)
+        try:
+            if not pid.isdigit() or int(pid) == os.getpid() or _pid_alive(int(pid)) \
+                    or now - os.lstat(d).st_mtime < _STALE_AFTER_S:
+                continue
+            for f in os.listdir(d):
+                os.unlink(os.path.join(d, f))
+            os.rmdir(d)
+        except (OSError, OverflowError):
+            pass
+
+
+def _load_from_dir(tvm_ffi, so_bytes: bytes, parent: str):
+    """Load through a file in a fresh 0700 directory under ``parent``, removed right after
+    ``dlopen`` (the mapping stays valid on POSIX). Raises the OS or loader error."""
+    os.makedirs(parent, mode=0o700, exist_ok=True)
+    _sweep_stale(parent)
+    d = tempfile.mkdtemp(prefix=f"{_DIR_PREFIX}{os.getpid()}-", dir=parent)  # mode 0700
+    path = os.path.join(d, f"lib-{next(_load_counter)}.so")  # a name never loaded before
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o700)
         with os.fdopen(fd, "wb") as f:
             f.write(so_bytes)
-        return tvm_ffi.load_module(path)
+        return _dlopen(tvm_ffi, path)
     finally:
-        os.unlink(path)
+        for remove, target in ((os.unlink, path), (os.rmdir, d)):
+            try:
+                remove(target)
+            except OSError:
+                pass
+
+
+def load_library(so_bytes: bytes):
+    """Load a TVM-exported shared library from bytes.
+
+    Where the OS allows it the code is loaded from an in-memory file (``memfd_create``), so
+    no writable and executable directory is needed and a crash leaves nothing behind. Else
+    it goes through a private 0700 directory (``$NNVM_NATIVE_DIR``, the nnvm cache's
+    ``native/``, ``$XDG_RUNTIME_DIR``, then ``$TMPDIR``; the first that allows executable
+    mappings), removed as soon as the library is mapped. The library is unloaded (dlclose)
+    when the last reference to the returned module goes away.
+    """
+    global last_load_method
+    tvm_ffi = _ffi()
+    lib, why = _load_memfd(tvm_ffi, so_bytes)
+    if lib is not None:
+        last_load_method = "memfd"
+        return lib
+    tried = [why]
+    for parent in _candidate_dirs():
+        try:
+            lib = _load_from_dir(tvm_ffi, so_bytes, parent)
+        except Exception as exc:  # noqa: BLE001 - OSError or the loader's RuntimeError
+            tried.append(f"{parent}: {_last_line(exc)}")
+            continue
+        last_load_method = parent
+        return lib
+    raise NNVMError(format_error(
+        "llvm runtime, loading the model's native code (lib.so)",
+        "the shared library could not be mapped from memory nor from any directory tried",
+        "an in-memory file or a private directory allowing executable mappings",
+        "; ".join(tried),
+        fix="If the errors say 'failed to map segment' or 'Permission denied', those places "
+            "are mounted noexec: set NNVM_NATIVE_DIR to a private directory on a file system "
+            "mounted without noexec. Otherwise the library is damaged or built for another "
+            "CPU or OS: rebuild and re-export the model"))
 
 
 def graph_fingerprint(graph) -> str:
@@ -71,6 +231,18 @@ class LLVMModule(Module):
         so_bytes: the library file, exported as ``lib.so``.
         plan: the executor plan (see ``nnvm_llvm.compiler.codegen``).
         build_info: compiler statistics for ``stats()`` (empty after loading).
+
+    Thread safety: ``run(**inputs)`` may be called from many threads; calls are serialised
+    by the module's lock (``Module._lock``), held for the whole call including the binding
+    of its inputs. A lock, not per-call buffers, because the executor's state is one
+    activation arena that every precomputed kernel call points into (a per-call arena would
+    cost the model's activation memory and the DLPack wrapping once per concurrent call),
+    and one run already spreads its kernels over every core through the library's thread
+    pool, so concurrent runs would mostly compete for the same cores.
+
+    Lifetime: the library and its thread pool belong to this module. When the module is
+    garbage collected the pool's worker threads are joined and the library is unloaded, so
+    a process that loads and drops models keeps a flat thread count and address space.
     """
 
     def __init__(self, graph, params, target: str, lib, so_bytes: bytes, plan: dict,
@@ -85,6 +257,10 @@ class LLVMModule(Module):
             raise SerializationError("llvm executor plan: it was made for a different graph "
                                      "(node order or names differ); rebuild the model")
         self._lib = lib
+        # Join the library's worker threads when this module goes away (the library itself
+        # is dlclosed once the last function handle into it is freed, right after). The
+        # finalizer holds the config function, not the module, so it cannot keep it alive.
+        self._release = weakref.finalize(self, _stop_pool, lib["nnvm_runtime_config"])
         self._so_bytes = so_bytes
         self._plan = plan
         self._build_info = dict(build_info or {})
@@ -210,29 +386,32 @@ class LLVMModule(Module):
     # -- running -------------------------------------------------------------------------------
     def set_num_threads(self, num_threads: int = 0) -> int:
         """Size the kernel thread pool; 0 = TVM_NUM_THREADS, else the CPU count."""
-        self.num_threads = int(self._lib["nnvm_runtime_config"](int(num_threads)))
+        with self._lock:  # resizing joins the workers: never in the middle of a run
+            self.num_threads = int(self._lib["nnvm_runtime_config"](int(num_threads)))
         return self.num_threads
 
-    def _bind(self, name: str, value: Any) -> None:
-        super()._bind(name, value)
+    def _store(self, name: str, arr: np.ndarray) -> None:
+        super()._store(name, arr)
         if name in self.params:
             self._params_dirty = True
 
     def run(self, **inputs: Any) -> list[np.ndarray]:
-        """Run once (see ``Module.run``). An input passed as a NumPy array of exactly the
-        compiled dtype and shape skips conversion (the per-frame path of small models)."""
+        """Run once (see ``Module.run``); safe from many threads (calls are serialised, see
+        the class docstring). An input passed as a NumPy array of exactly the compiled dtype
+        and shape skips conversion (the per-frame path of small models)."""
         exact = self._exact_inputs
-        for k, v in inputs.items():
-            want = exact.get(k)
-            if want is not None and type(v) is np.ndarray and v.dtype == want[0] \
-                    and v.shape == want[1]:
-                self._feed[k] = v
-            else:
-                self._bind(k, v)
-        if len(self._feed) < len(self._inputs):
-            return super().run()  # raises the missing-input error
-        self._outputs = self._execute(self._feed)
-        return list(self._outputs)
+        with self._lock:
+            for k, v in inputs.items():
+                want = exact.get(k)
+                if want is not None and type(v) is np.ndarray and v.dtype == want[0] \
+                        and v.shape == want[1]:
+                    self._feed[k] = v
+                else:
+                    self._bind(k, v)
+            if len(self._feed) < len(self._inputs):
+                return super().run()  # raises the missing-input error
+            self._outputs = self._execute(self._feed)
+            return list(self._outputs)
 
     def _execute(self, feed: dict[str, np.ndarray]) -> list[np.ndarray]:
         if self._params_dirty or any(self._bound_params.get(k) is not v
@@ -255,6 +434,10 @@ class LLVMModule(Module):
 
     def benchmark(self, repeat: int = 100, warmup: int = 5) -> float:
         """Median seconds of one run of the kernels (inputs already bound), no copies."""
+        with self._lock:
+            return self._benchmark(repeat, warmup)
+
+    def _benchmark(self, repeat: int, warmup: int) -> float:
         for _ in range(warmup):
             for fn, args in self._calls:
                 fn(*args)
@@ -269,6 +452,10 @@ class LLVMModule(Module):
     def profile(self, repeat: int = 20, warmup: int = 2) -> list[tuple[str, float]]:
         """Median seconds of every step (kernel function or ``reference:<op>``), in
         execution order: where the time of a run goes (inputs already bound)."""
+        with self._lock:
+            return self._profile(repeat, warmup)
+
+    def _profile(self, repeat: int, warmup: int) -> list[tuple[str, float]]:
         for _ in range(warmup):
             for fn, args in self._calls:
                 fn(*args)
@@ -311,6 +498,15 @@ class LLVMModule(Module):
         plan = dict(self._plan, num_threads=0)
         return {"lib.so": self._so_bytes,
                 "executor.json": json.dumps(plan, sort_keys=True).encode("utf-8")}
+
+
+def _stop_pool(config) -> None:
+    """Join the library's pool workers (a pool of one thread has none) before unloading:
+    a worker left spinning in a dlclosed library would crash the process."""
+    try:
+        config(1)
+    except Exception:  # noqa: BLE001 - at interpreter exit tvm_ffi may already be gone
+        pass
 
 
 def load_artifact(artifact, num_threads: int | None = None) -> LLVMModule:

@@ -13,7 +13,12 @@ from ..runtime.module import Module
 
 
 class ReferenceModule(Module):
-    """Runtime module of the ``reference`` target."""
+    """Runtime module of the ``reference`` target.
+
+    ``_execute`` keeps every value in a per-call list (the interpreter holds no run state),
+    so concurrent ``run`` calls execute in parallel without the module's lock."""
+
+    _reentrant = True
 
     def __init__(self, graph, params, target: str = "reference"):
         super().__init__(graph, params, target)

@@ -1,11 +1,23 @@
 """The runtime module every backend returns: inputs in, outputs out, stats, export.
 
 Subclasses implement ``_execute(feed) -> outputs`` (and optionally ``_artifact_members``);
-input binding, checking, output bookkeeping and the memory statistics live here once.
+input binding, checking, output bookkeeping, thread safety and the memory statistics live
+here once.
+
+Thread safety: ``outs = module.run(x=...)`` may be called on one module from many threads at
+once and every call returns the outputs of its own inputs. Each call binds its inputs into a
+per-call feed under the module's lock. A backend whose ``_execute`` keeps no per-module state
+(``_reentrant = True``, the reference interpreter) then runs outside the lock; the others
+(one activation arena or one device queue per module) run the whole call under the lock,
+because giving every call its own arena would multiply the module's memory by the number of
+threads. The graph-runtime sequence ``set_input(); run(); get_output()`` spans several calls
+and so cannot be made atomic here: one thread should own that sequence (or use
+``run(**inputs)``, whose return value is the call's own outputs).
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import numpy as np
@@ -13,6 +25,8 @@ import numpy as np
 from ..dtypes import np_dtype
 from ..errors import ExecutionError, format_error
 from ..ir import Graph
+
+_STRING_KINDS = "USO"
 
 
 class Module:
@@ -22,7 +36,21 @@ class Module:
         target: the target string it was built for.
         input_names: the graph inputs that are not params, in graph order.
         output_names: one name per output (NNVM's ``<node>_<output>``).
+        allow_cast: opt into converting NumPy inputs of another dtype (default False: a
+            float64 or int32 array fed to a float32 input is refused, as onnxruntime does,
+            because a silent cast hides a caller's bug and costs a copy every run). Python
+            scalars and lists carry no dtype of their own and are always converted when
+            the value keeps its kind (e.g. ``[1.0, 2.0]`` to float32).
+
+    Thread safety: ``run(**inputs)`` is safe to call from many threads on one module (see
+    the module docstring for how each backend achieves it); ``set_input`` + ``run()`` +
+    ``get_output`` is not atomic and should be driven by one thread.
     """
+
+    #: Opt-in to casting NumPy inputs whose dtype differs from the compiled one.
+    allow_cast: bool = False
+    #: True when ``_execute`` keeps no per-module mutable state and may run concurrently.
+    _reentrant: bool = False
 
     def __init__(self, graph: Graph, params: dict[str, np.ndarray], target: str):
         self.graph = graph
@@ -40,62 +68,113 @@ class Module:
         self.output_dtypes = [dtypes[e] for e in idx.output_entries]
         self._feed: dict[str, np.ndarray] = {}
         self._outputs: list[np.ndarray] | None = None
+        # Reentrant: LLVMModule.run calls Module.run for its slow path while holding it.
+        self._lock = threading.RLock()
 
     # -- the graph-runtime API ---------------------------------------------------------------
-    def set_input(self, key: str | int | None = None, value: Any = None, **params: Any) -> None:
-        """Bind an input by name or position (``params`` may rebind parameters too)."""
-        if key is not None:
-            if isinstance(key, int):
-                if not 0 <= key < len(self.input_names):
-                    raise ExecutionError(f"set_input: index {key} out of range; the module has "
-                                         f"{len(self.input_names)} inputs {self.input_names}")
-                key = self.input_names[key]
-            self._bind(key, value)
-        for k, v in params.items():
-            self._bind(k, v)
+    def __iter__(self):
+        """``graph, lib, params = nnvm.compiler.build(...)``, the original NNVM form: the
+        optimised graph, this module as the compiled library, and a copy of the params it
+        runs with (a copy, so saved params do not change with later ``set_input``). See
+        ``nnvm.runtime.graph_runtime`` for why unpacking rather than a second build API."""
+        return iter((self.graph, self, dict(self.params)))
 
-    def _bind(self, name: str, value: Any) -> None:
+    def set_input(self, key: str | int | None = None, value: Any = None, **params: Any) -> None:
+        """Bind an input by name or position (``params`` may rebind parameters too).
+
+        The binding is module state: with several threads, prefer ``run(**inputs)``."""
+        with self._lock:
+            if key is not None:
+                if isinstance(key, int):
+                    if not 0 <= key < len(self.input_names):
+                        raise ExecutionError(format_error(
+                            "set_input", f"index {key} out of range",
+                            f"0..{len(self.input_names) - 1}", key,
+                            fix=f"Inputs in order: {', '.join(self.input_names)}"))
+                    key = self.input_names[key]
+                self._bind(key, value)
+            for k, v in params.items():
+                self._bind(k, v)
+
+    def _convert(self, name: str, value: Any) -> np.ndarray:
+        """``value`` checked against input ``name``'s compiled dtype and shape (no state).
+
+        Dtypes must match exactly for NumPy values unless ``allow_cast`` is set; Python
+        scalars and lists are converted when the conversion keeps the value's kind."""
         if name not in self.input_shapes:
             raise ExecutionError(format_error(f"input '{name}'", "is not an input of the module",
                                               fix=f"Inputs: {', '.join(self.input_names)}"))
+        native = hasattr(value, "dtype")  # NumPy values and other typed arrays
         arr = np.asarray(value)
         want_shape = self.input_shapes[name]
         want_dtype = self.input_dtypes[name]
         if want_dtype is not None and arr.dtype.name != want_dtype:
             want = np_dtype(want_dtype)  # also "string" (object) and ml_dtypes names
-            if arr.dtype.kind == want.kind or np.can_cast(arr.dtype, want, "same_kind"):
+            if want.kind == "O" and arr.dtype.kind in _STRING_KINDS:
+                arr = arr.astype(want)  # str arrays to the object arrays string ops use
+            elif (not native or self.allow_cast) and (
+                    arr.dtype.kind == want.kind or np.can_cast(arr.dtype, want, "same_kind")):
                 arr = arr.astype(want)
+            elif native:
+                raise ExecutionError(format_error(
+                    f"input '{name}'", "wrong dtype (inputs are not cast silently)", want_dtype,
+                    arr.dtype.name, fix=f"Pass x.astype('{want_dtype}'), or set "
+                    f"module.allow_cast = True to convert inputs of another dtype"))
             else:
-                raise ExecutionError(format_error(f"input '{name}'", "wrong dtype", want_dtype,
-                                                  arr.dtype.name, fix=f"Pass x.astype("
-                                                  f"'{want_dtype}')"))
+                raise ExecutionError(format_error(
+                    f"input '{name}'", "wrong dtype: the value cannot be converted without "
+                    "changing its kind", want_dtype, arr.dtype.name,
+                    fix=f"Pass a NumPy array of dtype '{want_dtype}'"))
         if want_shape is not None and tuple(arr.shape) != tuple(want_shape):
             raise ExecutionError(format_error(f"input '{name}'", "wrong shape", tuple(want_shape),
                                               tuple(arr.shape), fix="The module was compiled "
                                               "for that shape; rebuild with shape=... to change"))
+        return arr
+
+    def _store(self, name: str, arr: np.ndarray) -> None:
+        """Keep a checked value as module state (caller holds the lock)."""
         if name in self.params:
             self.params[name] = arr
         else:
             self._feed[name] = arr
 
+    def _bind(self, name: str, value: Any) -> None:
+        self._store(name, self._convert(name, value))
+
     def run(self, **inputs: Any) -> list[np.ndarray]:
-        """Run once; inputs given here are bound first. Returns the outputs in order."""
-        for k, v in inputs.items():
-            self._bind(k, v)
-        missing = [n for n in self.input_names if n not in self._feed]
-        if missing:
-            raise ExecutionError(format_error("run", f"input(s) {', '.join(missing)} not set",
-                                              fix="Pass them to run(...) or set_input(...)"))
-        self._outputs = self._execute({**self.params, **self._feed})
-        return list(self._outputs)
+        """Run once; inputs given here are bound first. Returns the outputs in order.
+
+        Safe from many threads: the returned list is always this call's own outputs (the
+        inputs given here are checked and bound under the module's lock, and the run uses a
+        snapshot of them; see the class docstring)."""
+        converted = {k: self._convert(k, v) for k, v in inputs.items()}  # no state: unlocked
+        with self._lock:
+            for k, arr in converted.items():
+                self._store(k, arr)
+            missing = [n for n in self.input_names if n not in self._feed]
+            if missing:
+                raise ExecutionError(format_error(
+                    "run", f"input(s) {', '.join(missing)} not set",
+                    fix="Pass them to run(...) or set_input(...)"))
+            feed = {**self.params, **self._feed}
+            if not self._reentrant:
+                outputs = self._execute(feed)
+                self._outputs = outputs
+                return list(outputs)
+        outputs = self._execute(feed)
+        with self._lock:
+            self._outputs = outputs
+        return list(outputs)
 
     def get_output(self, index: int) -> np.ndarray:
-        if self._outputs is None:
+        """Output ``index`` of the latest run (of any thread: see the class docstring)."""
+        outputs = self._outputs
+        if outputs is None:
             raise ExecutionError("get_output: call run() first")
-        if not 0 <= index < len(self._outputs):
+        if not 0 <= index < len(outputs):
             raise ExecutionError(f"get_output: index {index} out of range; the module has "
-                                 f"{len(self._outputs)} outputs")
-        return self._outputs[index]
+                                 f"{len(outputs)} outputs")
+        return outputs[index]
 
     def get_num_outputs(self) -> int:
         return len(self.output_names)
