@@ -300,7 +300,7 @@ def test_plugins_add_subcommands(capsys):
 # -- as a process -------------------------------------------------------------------------------
 
 def test_console_script_and_module_entry(tmp_path, relu_artifact):
-    commands = [[sys.executable, "-m", "nnvm.cli"]]
+    commands = [[sys.executable, "-m", "nnvm"], [sys.executable, "-m", "nnvm.cli"]]
     if shutil.which("nnvm"):
         commands.append([shutil.which("nnvm")])
     for cmd in commands:

@@ -57,6 +57,16 @@ class LLVMBackend:
     def compiler_available(self) -> str | None:
         return compiler_reason()
 
+    def check_target(self, target) -> None:
+        """Validate option values (``-mcpu``, ``-mtriple``, ``-mattr``...) with LLVM before
+        the build starts (``nnvm.backend.check_target``). Without apache-tvm nothing can be
+        asked, and ``build`` then raises the missing-compiler reason anyway."""
+        if compiler_reason() is not None:
+            return
+        from .compiler.target import check_options
+
+        check_options(target)
+
     def build(self, graph, params, target, config):
         reason = compiler_reason()
         if reason is not None:

@@ -1,7 +1,7 @@
 """Entry point of the NNVM OpenCL backend (group ``nnvm``, name ``opencl``).
 
 Imports without pyopencl: availability is a reason string such as
-``"pyopencl not importable: pip install nnvm-backend-opencl[pocl]"``.
+``"pyopencl not importable: pip install nnvm-backend-opencl[intel]"``.
 """
 
 from nnvm import hookimpl

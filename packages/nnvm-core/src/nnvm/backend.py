@@ -7,10 +7,20 @@ from us to be one, and ``plugin.py`` can describe it without importing its heavy
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import shlex
 from typing import Any, Protocol, runtime_checkable
 
 from .errors import BackendUnavailableError, NNVMError, format_error
+
+#: Well-known targets and the package that adds each, so that asking for a target whose
+#: plugin is not installed names what to install (core never imports a plugin, so it cannot
+#: ask the plugin itself).
+TARGET_PACKAGES = {
+    "llvm": "nnvm-backend-llvm[compiler]",
+    "opencl": "nnvm-backend-opencl[intel]",
+    "cuda": "nnvm-backend-cuda[cuda12]",
+}
 
 
 @runtime_checkable
@@ -32,7 +42,9 @@ class Backend(Protocol):
     def is_available(self) -> str | None:
         """None when usable here (artifacts load and run), otherwise the reason and the
         command that fixes it. A backend that can run but not compile here may add an
-        optional ``compiler_available() -> str | None`` (see ``build_reason``)."""
+        optional ``compiler_available() -> str | None`` (see ``build_reason``), and one
+        that can validate option values an optional ``check_target(target)`` (see
+        ``check_target``)."""
 
     def build(self, graph, params: dict, target: "Target", config: "BuildConfig") -> Any:
         """Lower an optimised, shape-inferred graph to a runtime module."""
@@ -100,16 +112,16 @@ def parse_target(target: "str | Target | None") -> Target:
         opts = tuple(opts)
     backends = plugins.backends()
     if kind not in backends:
-        raise BackendUnavailableError(format_error(
-            f"target {str(target)!r}", f"unknown target '{kind}'",
-            fix=f"Available targets: {describe_targets()}"))
+        raise BackendUnavailableError(_unknown_target(str(target), kind, backends))
     valid = backends[kind].options
     for k, _ in opts:
         if k not in valid:
+            close = difflib.get_close_matches(k, list(valid), n=1)
+            hint = f"Did you mean '-{close[0]}'? " if close else ""
             raise NNVMError(format_error(
                 f"target {str(target)!r}", f"unknown option '-{k}'",
-                fix="Valid options: " + (", ".join(f"-{o} ({d})" for o, d in valid.items())
-                                         or "none")))
+                fix=hint + "Valid options: " + (
+                    ", ".join(f"-{o} ({d})" for o, d in valid.items()) or "none")))
     return Target(kind, opts)
 
 
@@ -118,15 +130,40 @@ def get_backend(kind: str, require_available: bool = True):
 
     backends = plugins.backends()
     if kind not in backends:
-        raise BackendUnavailableError(format_error(
-            f"target '{kind}'", "no installed plugin provides it",
-            fix=f"Available targets: {describe_targets()}"))
+        raise BackendUnavailableError(_unknown_target(kind, kind, backends))
     b = backends[kind]
     if require_available:
         reason = b.is_available()
         if reason is not None:
             raise BackendUnavailableError(f"target '{kind}' is unavailable here: {reason}")
     return b
+
+
+def _unknown_target(where: str, kind: str, backends: dict) -> str:
+    """The message for a target kind no installed plugin provides: the package that adds a
+    well-known one, else the closest installed or well-known name, and the targets here."""
+    if kind in TARGET_PACKAGES:
+        return format_error(f"target {where!r}", f"unknown target '{kind}': its plugin is not "
+                            "installed", fix=f"pip install {TARGET_PACKAGES[kind]} adds it. "
+                            f"Available targets: {describe_targets()}")
+    close = difflib.get_close_matches(kind, sorted({*backends, *TARGET_PACKAGES}), n=1)
+    hint = f"Did you mean '{close[0]}'? " if close else ""
+    return format_error(f"target {where!r}", f"unknown target '{kind}'",
+                        fix=f"{hint}Available targets: {describe_targets()}")
+
+
+def check_target(backend, target: Target) -> None:
+    """Let ``backend`` validate option *values* (``-mcpu=foo``) before anything compiles.
+
+    ``parse_target`` checks option names only, because it runs where loading an artifact
+    must stay cheap; a backend that can check values (llvm asks LLVM for its CPU names)
+    provides an optional ``check_target(target)`` that raises ``NNVMError``, and
+    ``nnvm.compiler.build`` calls it first, so a bad value fails in a second instead of
+    after the graph passes, or worse, being logged by the code generator and ignored.
+    """
+    check = getattr(backend, "check_target", None)
+    if check is not None:
+        check(target)
 
 
 def describe_targets() -> str:

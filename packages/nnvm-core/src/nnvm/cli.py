@@ -2,13 +2,22 @@
 
 Every subcommand is a small function ``cmd_<name>(args) -> exit code``; plugins add their
 own through the ``nnvm_add_cli_commands(subparsers)`` hook. Errors NNVM raises on purpose
-(``NNVMError``) print as one line ``nnvm: error: ...`` and exit with 2; ``--debug`` shows the
-traceback instead. Progress goes to stderr so stdout stays parseable (``--json``).
+(``NNVMError``) print as one line ``nnvm: error: ...`` and exit with 2; ``--debug`` (accepted
+before or after the subcommand, so the hint printed with an internal error works as written)
+shows the traceback instead. Progress goes to stderr so stdout stays parseable (``--json``).
+
+Exit codes (also in ``nnvm --help`` and docs/cli.md): 0 success; 1 internal error (a bug in
+NNVM or a plugin: please report it with the ``--debug`` traceback); 2 the command cannot do
+what was asked (bad usage, bad input, missing file or plugin, invalid model or target: the
+message says what to change); 130 interrupted (Ctrl-C). Option abbreviations are refused
+(``allow_abbrev=False``): ``--shap`` is an error, not ``--shape``, so that a script keeps its
+meaning when a later version adds an option sharing the prefix.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -18,10 +27,23 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .errors import NNVMError
+from .errors import NNVMError, format_error
 
-EXIT_ERROR = 2
+EXIT_OK = 0
 EXIT_INTERNAL = 1
+EXIT_ERROR = 2
+EXIT_INTERRUPTED = 130
+
+#: ``(code, meaning)`` for the help epilog and docs/cli.md (a test keeps the two in step).
+EXIT_CODES = (
+    (EXIT_OK, "success"),
+    (EXIT_INTERNAL, "internal error: a bug in NNVM or a plugin; rerun with --debug and "
+                    "report the traceback"),
+    (EXIT_ERROR, "the command cannot do what was asked: bad usage or input, missing file "
+                 "or plugin, invalid model or target (the one-line message says what to "
+                 "change)"),
+    (EXIT_INTERRUPTED, "interrupted (Ctrl-C)"),
+)
 
 
 class CLIError(NNVMError):
@@ -82,20 +104,72 @@ def parse_dtype(items: Sequence[str] | None) -> str | dict[str, str]:
 
 
 def load_inputs(items: Sequence[str] | None) -> dict[str, np.ndarray]:
-    """``["x=x.npy"]`` -> arrays (``allow_pickle=False``: an .npy never runs code)."""
-    out = {}
+    """``--input`` values -> arrays, read with ``allow_pickle=False`` (a file never runs code).
+
+    ``NAME=FILE.npy`` binds one array; ``FILE.npz`` (no name) binds every array of the
+    archive to the input of the same name; ``NAME=FILE.npz`` takes the array ``NAME`` of the
+    archive (or its only array), and ``NAME=FILE.npz:KEY`` the array ``KEY``.
+    """
+    out: dict[str, np.ndarray] = {}
     for item in items or ():
         name, sep, path = item.partition("=")
+        if not sep and item.endswith(".npz"):
+            for key, arr in _read_npz(item).items():
+                _add_input(out, key, arr, item)
+            continue
         if not sep or not name or not path:
-            raise CLIError(f"--input {item!r}: expected NAME=FILE.npy")
+            raise CLIError(format_error(f"--input {item!r}", "expected NAME=FILE.npy or "
+                                        "FILE.npz", fix="e.g. --input x=x.npy, or --input "
+                                        "inputs.npz to bind every array of the archive"))
+        npz_key = None
+        if ".npz:" in path:
+            path, _, npz_key = path.rpartition(":")
+        if path.endswith(".npz"):
+            arrays = _read_npz(path)
+            key = npz_key or (name if name in arrays or len(arrays) != 1 else next(iter(arrays)))
+            if key not in arrays:
+                raise CLIError(format_error(
+                    f"--input {item}", f"{path} has no array '{key}'",
+                    fix=f"Its arrays: {', '.join(arrays) or 'none'}; pick one with "
+                        f"{name}={path}:KEY, or bind all by name with --input {path}"))
+            _add_input(out, name, arrays[key], item)
+            continue
         try:
-            out[name] = np.load(path, allow_pickle=False)
+            arr = np.load(path, allow_pickle=False)
         except FileNotFoundError:
             raise CLIError(f"--input {name}: file {path!r} not found") from None
         except (ValueError, OSError, EOFError) as exc:
             raise CLIError(f"--input {name}: cannot read {path!r} as a .npy array ({exc})"
                            ) from None
+        if not isinstance(arr, np.ndarray):  # an .npz under another extension
+            arr.close()
+            raise CLIError(format_error(f"--input {item}", f"{path} is an .npz archive, "
+                                        "not one array", fix=f"Name it *.npz, or pick an "
+                                        f"array with {name}=FILE.npz:KEY"))
+        _add_input(out, name, arr, item)
     return out
+
+
+def _add_input(out: dict, name: str, arr: np.ndarray, item: str) -> None:
+    if name in out:
+        raise CLIError(format_error(f"--input {item}", f"input '{name}' is given twice",
+                                    fix="Give each input once"))
+    out[name] = arr
+
+
+def _read_npz(path: str) -> dict[str, np.ndarray]:
+    """Every array of an ``.npz`` archive, in archive order (object arrays refused)."""
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            if isinstance(archive, np.ndarray):
+                raise CLIError(format_error(f"--input {path}", "is a single .npy array, not "
+                                            "an .npz archive", fix=f"Use --input NAME={path}"))
+            return {k: archive[k] for k in archive.files}
+    except FileNotFoundError:
+        raise CLIError(f"--input: file {path!r} not found") from None
+    except (ValueError, OSError, EOFError) as exc:
+        raise CLIError(f"--input: cannot read {path!r} as an .npz archive of arrays ({exc})"
+                       ) from None
 
 
 def random_inputs(module, seed: int = 0) -> dict[str, np.ndarray]:
@@ -121,6 +195,12 @@ def _random_array(rng: np.random.Generator, shape: tuple, dtype: str) -> np.ndar
 def gather_inputs(args, module, random_default: bool = False) -> dict[str, np.ndarray]:
     """``--input`` arrays, plus random ones for the rest with ``--random`` (or by default)."""
     feed = load_inputs(getattr(args, "input", None))
+    unknown = [n for n in feed if n not in module.input_names]
+    if unknown:
+        raise CLIError(format_error(
+            "--input", f"{', '.join(repr(n) for n in unknown)} "
+            f"{'is not an input' if len(unknown) == 1 else 'are not inputs'} of the model",
+            fix=f"Its inputs: {', '.join(module.input_names) or 'none'}"))
     missing = [n for n in module.input_names if n not in feed]
     if missing and (getattr(args, "random", False) or random_default):
         rand = random_inputs(module, getattr(args, "seed", 0))
@@ -191,21 +271,45 @@ def load_model(path: str, shapes: dict, dtype: Any, params_path: str | None, log
     return graph, params
 
 
+def check_output_path(path: str) -> None:
+    """Refuse an artifact path whose directory is missing or read-only, naming the path
+    (the writer's temporary file would otherwise be what the OS error names)."""
+    parent = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        example = os.path.join(path, "model.nnvm")
+        raise CLIError(format_error(f"-o {path}", "is a directory",
+                                    fix=f"Give a file name, e.g. -o {example}"))
+    if not os.path.isdir(parent):
+        raise CLIError(format_error(f"-o {path}", f"directory {parent} does not exist",
+                                    fix=f"Create it first (mkdir -p {parent}) or choose "
+                                        "another path"))
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise CLIError(format_error(f"-o {path}", f"directory {parent} is not writable",
+                                    fix="Choose a writable directory"))
+
+
 def cmd_compile(args) -> int:
     from .compiler import build
 
     log = Progress(args.quiet)
     shapes = parse_shapes(args.shape)
     dtype = parse_dtype(args.dtype)
+    out = args.output or os.path.splitext(os.path.basename(args.model))[0] + ".nnvm"
+    if os.path.exists(args.model):  # (a missing model is reported first, by load_model)
+        check_output_path(out)  # before importing: a typo in -o should not cost the build
     graph, params = load_model(args.model, shapes, dtype, args.params, log)
     shapes = {**(graph.attrs.get("shape_inputs") or {}), **shapes}  # a graph .json's own
-    out = args.output or os.path.splitext(os.path.basename(args.model))[0] + ".nnvm"
     log(f"compiling for target {args.target or '(best available)'} at opt level "
         f"{args.opt_level}")
     module = build(graph, target=args.target, shape=shapes, dtype=dtype, params=params,
                    opt_level=args.opt_level, log=log)
     log(f"exporting {out}")
-    module.export(out)
+    try:
+        module.export(out)
+    except OSError as exc:
+        raise CLIError(format_error(f"-o {out}", f"cannot write the artifact "
+                                    f"({exc.strerror or exc})",
+                                    fix="Choose a writable path")) from None
     stats = module.stats()
     log("done")
     print(f"wrote {out} (target {module.target}, {stats['num_nodes']} ops, "
@@ -227,7 +331,12 @@ def cmd_run(args) -> int:
     outputs = module.run(**feed)
     elapsed = time.perf_counter() - t0
     if args.output_dir:
-        os.makedirs(args.output_dir, exist_ok=True)
+        try:
+            os.makedirs(args.output_dir, exist_ok=True)
+        except OSError as exc:
+            raise CLIError(format_error(f"--output-dir {args.output_dir}", "cannot create it "
+                                        f"({exc.strerror or exc})",
+                                        fix="Choose a writable directory")) from None
     report = []
     for name, arr in zip(module.output_names, outputs):
         arr = np.asarray(arr)
@@ -394,9 +503,64 @@ def time_calls(fn: Callable[[], Any], repeat: int, warmup: int) -> list[float]:
 
 
 def _summary(times: list[float]) -> dict[str, float]:
+    """Latency percentiles (ms) and throughput of sequential runs.
+
+    ``throughput_per_s`` is runs completed per second of timed wall time (one run at a time,
+    so it is ``1 / mean``; the tail percentiles are what a latency budget is set against).
+    """
     a = np.asarray(times) * 1e3
-    return {"median_ms": float(np.median(a)), "min_ms": float(a.min()),
-            "mean_ms": float(a.mean()), "repeat": len(times)}
+    p50, p90, p99 = (float(v) for v in np.percentile(a, [50, 90, 99]))
+    return {"median_ms": float(np.median(a)), "p50_ms": p50, "p90_ms": p90, "p99_ms": p99,
+            "min_ms": float(a.min()), "mean_ms": float(a.mean()), "max_ms": float(a.max()),
+            "throughput_per_s": len(times) / (float(a.sum()) / 1e3) if a.sum() > 0 else
+            float("inf"), "repeat": len(times)}
+
+
+def _format_summary(label: str, r: dict) -> str:
+    threads = f", threads {r['threads']}" if r.get("threads") else ""
+    return (f"{label}: p50 {r['p50_ms']:.3f} ms, p90 {r['p90_ms']:.3f} ms, "
+            f"p99 {r['p99_ms']:.3f} ms, min {r['min_ms']:.3f} ms, "
+            f"{r['throughput_per_s']:.1f} runs/s over {r['repeat']} runs{threads}")
+
+
+def _apply_threads(module, n: int | None) -> tuple[int | None, bool]:
+    """Apply ``--threads n``: ``(threads in effect or None, whether to cap NumPy's BLAS)``.
+
+    A module with ``set_num_threads`` (llvm: its kernel pool) is resized, and reports the
+    size it got. The reference target computes with NumPy, whose BLAS threads threadpoolctl
+    can cap. Elsewhere (a GPU queue) there is nothing to set, and a warning says so rather
+    than printing a thread count that was not applied.
+    """
+    if not n:
+        return None, False
+    setter = getattr(module, "set_num_threads", None)
+    if callable(setter):
+        got = setter(n)
+        return (got if isinstance(got, int) and got > 0 else n), False
+    kind = str(module.target).split()[0] if module.target else ""
+    if kind == "reference":
+        try:
+            import threadpoolctl  # noqa: F401
+        except ImportError:
+            print("nnvm: warning: --threads needs threadpoolctl to cap NumPy's threads on "
+                  "'reference' (pip install threadpoolctl); running unchanged", file=sys.stderr)
+            return None, False
+        return n, True
+    print(f"nnvm: warning: --threads: target '{module.target}' has no thread setting; "
+          "ignored", file=sys.stderr)
+    return None, False
+
+
+@contextlib.contextmanager
+def _blas_thread_limit(n: int | None):
+    """Cap the threads NumPy's BLAS may use (the reference target's dense/conv)."""
+    if not n:
+        yield
+        return
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=n):
+        yield
 
 
 def cmd_bench(args) -> int:
@@ -404,16 +568,22 @@ def cmd_bench(args) -> int:
 
     if args.repeat < 1 or args.warmup < 0:
         raise CLIError("--repeat must be >= 1 and --warmup >= 0")
+    if args.threads is not None and args.threads < 1:
+        raise CLIError(format_error("--threads", "must be >= 1", got=args.threads,
+                                    fix="Leave it out to use every core"))
     log = Progress(args.quiet)
     log(f"loading {args.artifact}")
     module = load(args.artifact)
+    threads, cap_blas = _apply_threads(module, args.threads)
     feed = gather_inputs(args, module, random_default=True)  # timing needs no real data
     for k, v in feed.items():
         module.set_input(k, v)
     log(f"timing nnvm ({module.target}): {args.warmup} warmup, {args.repeat} runs")
-    result: dict[str, Any] = {"nnvm": _summary(time_calls(module.run, args.repeat,
-                                                          args.warmup))}
+    with _blas_thread_limit(threads if cap_blas else None):
+        result: dict[str, Any] = {"nnvm": _summary(time_calls(module.run, args.repeat,
+                                                              args.warmup))}
     result["nnvm"]["target"] = module.target
+    result["nnvm"]["threads"] = threads
     if args.compare:
         if args.compare != "onnxruntime":
             raise CLIError(f"--compare {args.compare!r}: only 'onnxruntime' is supported")
@@ -425,15 +595,12 @@ def cmd_bench(args) -> int:
     if args.json:
         _print_json(result)
         return 0
-    n = result["nnvm"]
-    print(f"nnvm ({n['target']}): median {n['median_ms']:.3f} ms, min {n['min_ms']:.3f} ms "
-          f"over {n['repeat']} runs")
+    print(_format_summary(f"nnvm ({result['nnvm']['target']})", result["nnvm"]))
     if args.compare:
         o = result["onnxruntime"]
-        print(f"onnxruntime {o['version']}: median {o['median_ms']:.3f} ms, "
-              f"min {o['min_ms']:.3f} ms over {o['repeat']} runs")
-        print(f"ratio nnvm/onnxruntime: {result['ratio']:.2f}x (max abs output difference "
-              f"{result['max_abs_diff']:.3g})")
+        print(_format_summary(f"onnxruntime {o['version']}", o))
+        print(f"ratio nnvm/onnxruntime: {result['ratio']:.2f}x (p50; max abs output "
+              f"difference {result['max_abs_diff']:.3g})")
     return 0
 
 
@@ -447,6 +614,9 @@ def _bench_onnxruntime(args, module, feed: dict, log) -> tuple[dict, float]:
         raise CLIError(f"--onnx {args.onnx!r} not found")
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
+    if args.threads:
+        opts.intra_op_num_threads = args.threads
+        opts.inter_op_num_threads = 1
     try:
         sess = ort.InferenceSession(args.onnx, opts, providers=["CPUExecutionProvider"])
     except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own exception types
@@ -460,6 +630,7 @@ def _bench_onnxruntime(args, module, feed: dict, log) -> tuple[dict, float]:
     log(f"timing onnxruntime {ort.__version__}: {args.warmup} warmup, {args.repeat} runs")
     summary = _summary(time_calls(lambda: sess.run(None, ort_feed), args.repeat, args.warmup))
     summary["version"] = ort.__version__
+    summary["threads"] = args.threads
     ours = module.run()
     theirs = sess.run(None, ort_feed)
     diff = 0.0
@@ -480,8 +651,13 @@ _EPILOG = """examples:
   nnvm inspect model.nnvm
   nnvm bench model.nnvm --repeat 50 --compare onnxruntime --onnx model.onnx
   nnvm plugins
+  python -m nnvm ...                (the same, without the console script)
 
-Errors print as one line and exit with status 2; --debug shows the traceback."""
+Errors print as one line; --debug (before or after the subcommand) shows the traceback.
+Options must be spelled in full (--shape, not --shap).
+
+exit codes:
+""" + "\n".join(f"  {code:<4} {meaning}" for code, meaning in EXIT_CODES)
 
 _HELP = argparse.RawDescriptionHelpFormatter
 
@@ -490,7 +666,7 @@ def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
     parser = argparse.ArgumentParser(
-        prog="nnvm", formatter_class=_HELP, epilog=_EPILOG,
+        prog="nnvm", formatter_class=_HELP, epilog=_EPILOG, allow_abbrev=False,
         description="NNVM: compile deep-learning models to one-file artifacts and run them.")
     parser.add_argument("--version", action="version", version=f"nnvm {__version__}")
     parser.add_argument("--debug", action="store_true",
@@ -524,8 +700,9 @@ def build_parser() -> argparse.ArgumentParser:
                               "  nnvm run model.nnvm --input x=x.npy --output-dir out/\n"
                               "  nnvm run model.nnvm --random --json")
     p.add_argument("artifact", help="a .nnvm file")
-    p.add_argument("--input", action="append", metavar="NAME=FILE.npy",
-                   help="an input array, repeatable")
+    p.add_argument("--input", action="append", metavar="NAME=FILE.npy|FILE.npz",
+                   help="an input array, repeatable; FILE.npz binds each of its arrays to "
+                        "the input of that name (NAME=FILE.npz[:KEY] picks one)")
     p.add_argument("--random", action="store_true",
                    help="random values for inputs not given with --input")
     p.add_argument("--seed", type=int, default=0, help="seed for --random (default 0)")
@@ -566,9 +743,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("artifact", help="a .nnvm file")
     p.add_argument("--repeat", type=int, default=20, help="timed runs (default 20)")
     p.add_argument("--warmup", type=int, default=3, help="untimed runs first (default 3)")
-    p.add_argument("--input", action="append", metavar="NAME=FILE.npy",
-                   help="an input array, repeatable")
+    p.add_argument("--input", action="append", metavar="NAME=FILE.npy|FILE.npz",
+                   help="an input array, repeatable; FILE.npz binds each of its arrays to "
+                        "the input of that name (NAME=FILE.npz[:KEY] picks one)")
     p.add_argument("--seed", type=int, default=0, help="seed for random inputs")
+    p.add_argument("--threads", type=int, metavar="N",
+                   help="threads for the kernels (and for onnxruntime with --compare); "
+                        "default: every core")
     p.add_argument("--compare", metavar="RUNTIME", help="also time 'onnxruntime'")
     p.add_argument("--onnx", metavar="MODEL.onnx", help="the ONNX model for --compare")
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -578,16 +759,25 @@ def build_parser() -> argparse.ArgumentParser:
     from .plugin_manager import get_plugin_manager
 
     get_plugin_manager().hook.nnvm_add_cli_commands(subparsers=sub)
+    for p in sub.choices.values():  # plugins' subcommands too (argparse reads it at parse)
+        p.allow_abbrev = False
+        if "--debug" not in p._option_string_actions:
+            # SUPPRESS: a subcommand without --debug must not reset the global flag.
+            p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                           help="show full tracebacks on errors")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``nnvm`` console script; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    debug = "--debug" in argv
+    # Until parsing succeeds (a plugin hook may fail while the parser is built) the flag
+    # is looked for anywhere before a "--"; afterwards the parsed value decides.
+    debug = "--debug" in argv[:argv.index("--")] if "--" in argv else "--debug" in argv
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
+        debug = bool(getattr(args, "debug", False))
         if getattr(args, "func", None) is None:
             parser.print_help()
             return EXIT_ERROR
@@ -599,7 +789,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("nnvm: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         return 0
     except Exception as exc:  # noqa: BLE001 - the last line of defence of a CLI

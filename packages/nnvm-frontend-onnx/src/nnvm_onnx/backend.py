@@ -7,6 +7,9 @@ importer needs as constants (a Reshape target fed as a graph input...) are froze
 values for that compilation, so the cache key then includes those values.
 
 The target comes from ``target=`` or ``NNVM_TARGET``; default: the best available backend.
+``prepare(model, shape={...}, dtype=...)`` compiles for those input shapes at once (as an
+onnxruntime session does when it is created), so the first ``run`` with them does not pay the
+build; other keyword arguments are build options (``opt_level``, ``num_threads``...).
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import numpy as np
 from onnx.backend.base import Backend as _OnnxBackend
 from onnx.backend.base import BackendRep
 
+from nnvm.errors import NNVMError, format_error
+
 from .errors import NeedsConstantError
 from .importer import regroup
 
@@ -26,10 +31,27 @@ def _default_target() -> str | None:
     return os.environ.get("NNVM_TARGET") or None
 
 
-class NNVMBackendRep(BackendRep):
-    """A prepared model: compiles lazily per input signature and runs on the target."""
+#: Keywords ``nnvm.compiler.build`` receives from the rep itself: passing one through
+#: ``**options`` would give it twice (the TypeError of issue 17).
+_BUILD_OWN = ("graph", "target", "shape", "dtype", "params", "opt_level", "log")
 
-    def __init__(self, model, target: str | None, opt_level: int = 2, **options: Any):
+
+class NNVMBackendRep(BackendRep):
+    """A prepared model: compiles lazily per input signature and runs on the target.
+
+    ``shape``/``dtype`` name the input signature to compile for now (see the module
+    docstring); ``options`` go to ``nnvm.compiler.build`` unchanged.
+    """
+
+    def __init__(self, model, target: str | None, opt_level: int = 2,
+                 shape: dict | None = None, dtype: Any = None, **options: Any):
+        clash = sorted(k for k in options if k in _BUILD_OWN)
+        if clash:
+            raise NNVMError(format_error(
+                "onnx backend prepare", f"option(s) {', '.join(clash)} cannot be passed "
+                "through to nnvm.compiler.build", fix="The backend derives them from the "
+                "model and the run's inputs; give input shapes with shape={name: dims}, the "
+                "target with target=..."))
         self.model = model
         self.target = target
         self.opt_level = opt_level
@@ -38,6 +60,41 @@ class NNVMBackendRep(BackendRep):
         self.input_names = [i.name for i in model.graph.input if i.name not in inits]
         self._cache: dict[Any, tuple] = {}
         self._frozen: set[str] = set()
+        if shape:
+            self._compile(self._example_feed(shape, dtype))
+
+    def _example_feed(self, shape: dict, dtype: Any) -> dict:
+        """Zero arrays of the given shapes and the model's declared (or given) dtypes: the
+        signature to compile for at prepare time. Every model input needs a shape."""
+        from onnx import helper
+
+        unknown = [k for k in shape if k not in self.input_names]
+        missing = [k for k in self.input_names if k not in shape]
+        if unknown or missing:
+            raise NNVMError(format_error(
+                "onnx backend prepare(shape=...)",
+                f"names {', '.join(unknown)}, not "
+                f"{'a model input' if len(unknown) == 1 else 'model inputs'}" if unknown else
+                f"gives no shape for input(s) {', '.join(missing)}",
+                fix=f"Give a shape for every model input: {', '.join(self.input_names)}"))
+        declared = {i.name: i.type.tensor_type.elem_type for i in self.model.graph.input}
+        feed = {}
+        for name, dims in shape.items():
+            want = dtype.get(name) if isinstance(dtype, dict) else dtype
+            if want is None:
+                if not declared.get(name):
+                    raise NNVMError(format_error(
+                        f"onnx backend prepare: input '{name}'", "declares no tensor type",
+                        fix=f"Give it with dtype={{'{name}': 'float32'}}"))
+                want = helper.tensor_dtype_to_np_dtype(declared[name])
+            try:
+                feed[name] = np.zeros(tuple(int(d) for d in dims), dtype=want)
+            except (TypeError, ValueError) as exc:
+                raise NNVMError(format_error(
+                    f"onnx backend prepare: input '{name}'", "bad shape or dtype",
+                    "a tuple of ints and a NumPy dtype", f"{dims!r}, {want!r}",
+                    fix=str(exc))) from None
+        return feed
 
     def run(self, inputs: Any, **kwargs: Any) -> tuple:
         if isinstance(inputs, dict):

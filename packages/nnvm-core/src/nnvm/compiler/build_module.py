@@ -13,7 +13,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..backend import BuildConfig, Target, get_backend, parse_target
+from ..backend import BuildConfig, Target, check_target, get_backend, parse_target
 from ..dtypes import name_of
 from ..errors import NNVMError, ShapeError, TypeInferenceError, format_error
 from ..ir import Graph
@@ -162,6 +162,7 @@ def build(graph: Graph | Symbol, target: str | Target | None = None,
         raise NNVMError(f"build: opt_level must be 0..3; got {level}")
     tgt = parse_target(target)
     backend = get_backend(tgt.kind)
+    check_target(backend, tgt)  # option values (-mcpu=...) before any work
     g, params = optimize(graph, shape, dtype, params, level, log)
     if layout is not None:
         g = g.with_attrs(layout_inputs=layout)

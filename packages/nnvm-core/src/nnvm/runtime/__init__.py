@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from . import graph_runtime
 from .module import Module
 
-__all__ = ["Module", "load"]
+__all__ = ["Module", "graph_runtime", "load"]
 
 
 def load(path: str) -> Module:
