@@ -165,6 +165,22 @@ def test_npz_binds_every_array_by_name(capsys, tmp_path, two_input_artifact):
     np.testing.assert_array_equal(np.load(npy), np.maximum(x, 0) + y)
 
 
+def test_run_refuses_another_dtype_unless_cast(capsys, tmp_path, two_input_artifact):
+    """float64 .npy files (NumPy's default) into float32 inputs: refused with the fix, as
+    onnxruntime does; ``--cast`` opts into the conversion."""
+    x = np.array([[-1, 2, -3, 4, -5]] * 2, "float64")
+    np.savez(tmp_path / "in.npz", x=x, y=np.ones((2, 5), "float64"))
+    code, _, err = run_cli(capsys, "run", two_input_artifact, "--input", tmp_path / "in.npz",
+                           "-q")
+    assert code != 0 and "float64" in error_line(err) and "--cast" in error_line(err)
+    out_dir = tmp_path / "out"
+    code, _, err = run_cli(capsys, "run", two_input_artifact, "--input", tmp_path / "in.npz",
+                           "--cast", "--output-dir", out_dir, "-q")
+    assert code == 0, err
+    (npy,) = out_dir.glob("*.npy")
+    np.testing.assert_array_equal(np.load(npy), np.maximum(x, 0) + 1)
+
+
 def test_npz_key_pick_forms(capsys, tmp_path, two_input_artifact):
     x = np.arange(10, dtype="float32").reshape(2, 5) - 5
     np.savez(tmp_path / "both.npz", x=x, other=np.ones((2, 5), "float32"))

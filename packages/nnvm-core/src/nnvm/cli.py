@@ -325,6 +325,7 @@ def cmd_run(args) -> int:
     log = Progress(args.quiet)
     log(f"loading {args.artifact}")
     module = load(args.artifact)
+    module.allow_cast = args.cast
     feed = gather_inputs(args, module)
     log(f"running ({module.target})")
     t0 = time.perf_counter()
@@ -574,6 +575,7 @@ def cmd_bench(args) -> int:
     log = Progress(args.quiet)
     log(f"loading {args.artifact}")
     module = load(args.artifact)
+    module.allow_cast = args.cast
     threads, cap_blas = _apply_threads(module, args.threads)
     feed = gather_inputs(args, module, random_default=True)  # timing needs no real data
     for k, v in feed.items():
@@ -707,6 +709,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="random values for inputs not given with --input")
     p.add_argument("--seed", type=int, default=0, help="seed for --random (default 0)")
     p.add_argument("--output-dir", metavar="DIR", help="write DIR/<output-name>.npy")
+    p.add_argument("--cast", action="store_true",
+                   help="cast inputs of another dtype (same kind, e.g. float64 -> float32) "
+                        "instead of refusing them")
     p.add_argument("--json", action="store_true", help="print a JSON report")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=cmd_run)
@@ -747,6 +752,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="an input array, repeatable; FILE.npz binds each of its arrays to "
                         "the input of that name (NAME=FILE.npz[:KEY] picks one)")
     p.add_argument("--seed", type=int, default=0, help="seed for random inputs")
+    p.add_argument("--cast", action="store_true",
+                   help="cast inputs of another dtype (same kind, e.g. float64 -> float32) "
+                        "instead of refusing them")
     p.add_argument("--threads", type=int, metavar="N",
                    help="threads for the kernels (and for onnxruntime with --compare); "
                         "default: every core")

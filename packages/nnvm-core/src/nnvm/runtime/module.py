@@ -119,7 +119,7 @@ class Module:
                 raise ExecutionError(format_error(
                     f"input '{name}'", "wrong dtype (inputs are not cast silently)", want_dtype,
                     arr.dtype.name, fix=f"Pass x.astype('{want_dtype}'), or set "
-                    f"module.allow_cast = True to convert inputs of another dtype"))
+                    f"module.allow_cast = True to convert inputs of another dtype (CLI: --cast)"))
             else:
                 raise ExecutionError(format_error(
                     f"input '{name}'", "wrong dtype: the value cannot be converted without "
