@@ -83,6 +83,34 @@ def parse_shapes(items: Sequence[str] | None) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
+def parse_freeze(items: Sequence[str] | None) -> dict[str, np.ndarray]:
+    """``["sr=16000", "mask=m.npy", "w=1,2,3"]`` -> ``{name: array}``: inputs bound to
+    constants at import (a number, a comma list, or a ``.npy`` file); the importer casts
+    each to the input's declared dtype."""
+    frozen: dict[str, np.ndarray] = {}
+    for item in items or ():
+        name, sep, value = item.partition("=")
+        if not sep or not name or not value:
+            raise CLIError(f"--freeze {item!r}: expected NAME=VALUE (a number, a comma list "
+                           "or a .npy file), e.g. sr=16000")
+        if value.endswith(".npy"):
+            try:
+                frozen[name] = np.load(value, allow_pickle=False)
+            except (OSError, ValueError) as exc:
+                raise CLIError(f"--freeze {item!r}: cannot read {value} ({exc})") from None
+            continue
+        try:
+            numbers = [float(v) for v in value.strip("()[] ").split(",") if v.strip()]
+        except ValueError:
+            raise CLIError(f"--freeze {item!r}: {value!r} is not a number, a comma list or a "
+                           ".npy file") from None
+        arr = np.array(numbers if "," in value else numbers[0])
+        if np.all(arr == np.round(arr)):
+            arr = arr.astype(np.int64)
+        frozen[name] = arr
+    return frozen
+
+
 def parse_dtype(items: Sequence[str] | None) -> str | dict[str, str]:
     """``--dtype float16`` for every input, or ``--dtype x=int64`` (repeatable) per input."""
     from .params import DTYPES
@@ -232,8 +260,10 @@ def _print_json(obj: Any) -> None:
 
 # -- compile --------------------------------------------------------------------------------
 
-def load_model(path: str, shapes: dict, dtype: Any, params_path: str | None, log: Callable):
-    """``(graph, params)`` from an ``.onnx`` file (frontend plugin) or NNVM graph ``.json``."""
+def load_model(path: str, shapes: dict, dtype: Any, params_path: str | None, log: Callable,
+               **frontend_options: Any):
+    """``(graph, params)`` from an ``.onnx`` file (frontend plugin) or NNVM graph ``.json``;
+    ``frontend_options`` (e.g. ``freeze``) go to the frontend's ``load``."""
     from .frontend import for_path
     from .serialization.graph_json import load_json
     from .serialization.param_dict import load_param_dict
@@ -259,7 +289,8 @@ def load_model(path: str, shapes: dict, dtype: Any, params_path: str | None, log
             raise CLIError(f"{path}: frontend '{front.name}' is unavailable: {reason}")
         log(f"importing {path} with frontend '{front.name}'")
         graph, params = front.load(path, shape=shapes or None,
-                                   dtype=None if dtype == "float32" else dtype)
+                                   dtype=None if dtype == "float32" else dtype,
+                                   **frontend_options)
         params = dict(params or {})
     if params_path:
         log(f"reading params {params_path}")
@@ -297,7 +328,13 @@ def cmd_compile(args) -> int:
     out = args.output or os.path.splitext(os.path.basename(args.model))[0] + ".nnvm"
     if os.path.exists(args.model):  # (a missing model is reported first, by load_model)
         check_output_path(out)  # before importing: a typo in -o should not cost the build
-    graph, params = load_model(args.model, shapes, dtype, args.params, log)
+    freeze = parse_freeze(args.freeze)
+    if freeze and not args.model.endswith(".onnx"):
+        raise CLIError(f"--freeze: only for models read by a frontend (.onnx); {args.model} "
+                       "is a graph .json (bind values with --params instead)")
+    graph, params = load_model(args.model, shapes, dtype, args.params, log,
+                               **({"freeze": freeze} if freeze else {}))
+    shapes = {k: v for k, v in shapes.items() if k not in freeze}
     shapes = {**(graph.attrs.get("shape_inputs") or {}), **shapes}  # a graph .json's own
     log(f"compiling for target {args.target or '(best available)'} at opt level "
         f"{args.opt_level}")
@@ -368,6 +405,8 @@ def _op_histogram(graph) -> dict[str, int]:
 
 
 def _io_records(graph, params) -> tuple[list, list]:
+    from .runtime.module import output_names_of
+
     idx = graph.index
     shapes = graph.attrs.get("shape") or [None] * idx.num_node_entries
     dtypes = graph.attrs.get("dtype") or [None] * idx.num_node_entries
@@ -379,7 +418,7 @@ def _io_records(graph, params) -> tuple[list, list]:
 
     inputs = [rec(idx.nodes[i].name, rptr[i]) for i in idx.input_nodes
               if idx.nodes[i].name not in params]
-    outputs = [rec(n, e) for n, e in zip(graph.symbol.list_output_names(),
+    outputs = [rec(n, e) for n, e in zip(output_names_of(graph),
                                           idx.output_entries)]
     return inputs, outputs
 
@@ -594,10 +633,32 @@ def cmd_bench(args) -> int:
         result["onnxruntime"], diff = _bench_onnxruntime(args, module, feed, log)
         result["ratio"] = result["nnvm"]["median_ms"] / result["onnxruntime"]["median_ms"]
         result["max_abs_diff"] = diff
+    steps = None
+    if args.profile or args.trace:
+        from .runtime import profiler
+
+        log("profiling every step")
+        steps = profiler.profile_module(module, repeat=args.repeat, warmup=args.warmup)
+        peak, how = profiler.cpu_peak_gflops(threads)
+        result["profile"] = {"peak_gflops": peak, "peak": how,
+                             "steps": [{"name": st.name, "ms": st.seconds * 1e3,
+                                        "gflop": st.flops / 1e9, "ops": st.ops}
+                                       for st in steps]}
+        if args.trace:
+            try:
+                profiler.write_trace(steps, args.trace)
+            except OSError as exc:
+                raise CLIError(format_error(f"--trace {args.trace}", "cannot write the trace "
+                                            f"({exc.strerror or exc})",
+                                            fix="Choose a writable path")) from None
+            log(f"wrote {args.trace} (open it in ui.perfetto.dev or chrome://tracing)")
     if args.json:
         _print_json(result)
         return 0
     print(_format_summary(f"nnvm ({result['nnvm']['target']})", result["nnvm"]))
+    if args.profile:
+        print(profiler.format_table(steps, result["profile"]["peak_gflops"],
+                                    result["profile"]["peak"]))
     if args.compare:
         o = result["onnxruntime"]
         print(_format_summary(f"onnxruntime {o['version']}", o))
@@ -690,6 +751,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="input shape, repeatable")
     p.add_argument("--dtype", action="append", metavar="[NAME=]DTYPE",
                    help="input dtype for all inputs, or per input (repeatable)")
+    p.add_argument("--freeze", action="append", metavar="NAME=VALUE",
+                   help="bind an input to a constant at import (a number, a comma list or "
+                        "a .npy file), repeatable; e.g. a sample rate: --freeze sr=16000")
     p.add_argument("--opt-level", type=int, default=2, choices=range(4), metavar="{0..3}",
                    help="optimisation level (default 2)")
     p.add_argument("-o", "--output", metavar="OUT.nnvm", help="artifact path")
@@ -758,6 +822,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, metavar="N",
                    help="threads for the kernels (and for onnxruntime with --compare); "
                         "default: every core")
+    p.add_argument("--profile", action="store_true",
+                   help="per-step table sorted by time: ms, GFLOP, GFLOP/s, %% of this CPU's "
+                        "peak (llvm)")
+    p.add_argument("--trace", metavar="OUT.json",
+                   help="write the steps as a Chrome/Perfetto trace (llvm)")
     p.add_argument("--compare", metavar="RUNTIME", help="also time 'onnxruntime'")
     p.add_argument("--onnx", metavar="MODEL.onnx", help="the ONNX model for --compare")
     p.add_argument("--json", action="store_true", help="print JSON")

@@ -494,6 +494,8 @@ class OnnxImporter:
                          onnx_opset=self.opsets.get("", 1))
         if any(st != "tensor" for st in structure):
             g = g.with_attrs(onnx_output_structure=structure)
+        else:  # one tensor per ONNX output: the module reports the model's own names
+            g = g.with_attrs(output_names=[o.name for o in graph.output])
         return g, params
 
     def _input_value(self, builder: GraphBuilder, inp) -> Value:

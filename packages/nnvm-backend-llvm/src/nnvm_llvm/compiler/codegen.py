@@ -278,7 +278,7 @@ def build_module(graph, params, target, config) -> LLVMModule:
             packed[f"{gl.var_name[e]}@{layout}{block}"] = {
                 "param": gl.var_name[e], "layout": layout, "block": block}
         steps.append({"kind": "kernel", "func": name, "args": gl.arg_refs(),
-                      "group": gl.ops})
+                      "group": gl.ops, "nodes": list(g.nodes)})  # nodes: for the profiler
         access.append((gl.inputs, gl.outputs))
     for e in idx.output_entries:
         entry(e)

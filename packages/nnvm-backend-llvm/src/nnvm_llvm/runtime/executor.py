@@ -340,6 +340,7 @@ class LLVMModule(Module):
             return tensors[key]
 
         calls, names = [], []
+        self._call_nodes: list[list[int]] = []  # node ids of each call (profiler FLOPs)
         self._fallbacks: list[str] = []
         for step in self._plan["steps"]:
             if step["kind"] == "kernel":
@@ -351,10 +352,12 @@ class LLVMModule(Module):
                         fix="The artifact's lib.so and plan disagree; re-export it")) from exc
                 calls.append((fn, tuple(tensor(a) for a in step["args"])))
                 names.append(step["func"])
+                self._call_nodes.append([int(n) for n in step.get("nodes") or ()])
             else:
                 node = idx.nodes[step["node"]]
                 calls.append(self._reference_call(node, step))
                 names.append(f"reference:{node.op.name}")
+                self._call_nodes.append([step["node"]])
                 self._fallbacks.append(node.op.name)
         self._calls = calls
         self._call_names = names
@@ -468,6 +471,11 @@ class LLVMModule(Module):
                 times[r, s] = clock() - t0
         med = np.median(times, axis=0)
         return [(n, float(t)) for n, t in zip(self._call_names, med)]
+
+    def step_nodes(self) -> list[list[int]]:
+        """Graph node ids of every step, in ``profile()`` order (a kernel's fused group; an
+        artifact exported before the plan recorded them gives empty lists)."""
+        return [list(n) for n in self._call_nodes]
 
     # -- stats and export ----------------------------------------------------------------------
     def _num_kernels(self) -> int:

@@ -60,6 +60,15 @@ def _if_ref(node, cond, *captured):
     a = node.attrs
     n_then = a["num_then_captured"]
     take_then = bool(np.asarray(cond).reshape(-1)[0]) if np.asarray(cond).size else False
+    unrunnable = list(a.get("unrunnable") or ("", ""))
+    why = unrunnable[0 if take_then else 1] if len(unrunnable) == 2 else ""
+    if why:
+        branch = "then" if take_then else "else"
+        raise ExecutionError(format_error(
+            node_where(node), f"the condition selected the {branch} branch, which cannot run "
+            f"with the input shapes the model was built for ({why})",
+            fix="Build the model with input shapes that branch accepts, or freeze the "
+                "condition's inputs at import (from_onnx(freeze=...) / nnvm compile --freeze)"))
     names = _names(a, "then_inputs") if take_then else _names(a, "else_inputs")
     values = captured[:n_then] if take_then else captured[n_then:]
     graph = node.subgraphs[0 if take_then else 1]
@@ -73,7 +82,12 @@ register_op(
     outputs=lambda attrs: [f"output{i}" for i in range(attrs["num_outputs"])],
     params=_common_params([Param("num_then_captured", "int", 0, "captured inputs of then"),
                            Param("then_inputs", "strs", (), "then's variables, in order"),
-                           Param("else_inputs", "strs", (), "else's variables, in order")]),
+                           Param("else_inputs", "strs", (), "else's variables, in order"),
+                           Param("unrunnable", "any", (),
+                                 "(then, else): why a branch cannot run with the graph's input "
+                                 "shapes ('' when it can); such a branch was pruned at import "
+                                 "and its slot holds the other branch as a typed stand-in that "
+                                 "is never run")]),
     shape=_hint_shape, dtype=_hint_dtype, FReferenceNode=_if_ref, pattern=OpPattern.OPAQUE,
     TDynamicShape=lambda attrs: any(s is None for s in attrs.get("output_shapes") or ()),
     support_level=5)

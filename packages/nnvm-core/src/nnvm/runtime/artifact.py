@@ -138,7 +138,9 @@ class Artifact:
         inputs = [{"name": idx.nodes[i].name, "shape": _list(shapes[rptr[i]]),
                    "dtype": dtypes[rptr[i]]} for i in idx.input_nodes
                   if idx.nodes[i].name not in params]
-        names = graph.symbol.list_output_names()
+        from .module import output_names_of
+
+        names = output_names_of(graph)  # the names the module reports (and the manifest has)
         outputs = [{"name": n, "shape": _list(shapes[e]), "dtype": dtypes[e]}
                    for n, e in zip(names, idx.output_entries)]
         for key, actual in (("inputs", inputs), ("outputs", outputs)):

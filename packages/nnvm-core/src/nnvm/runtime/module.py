@@ -63,7 +63,7 @@ class Module:
         self.input_names = [n for n in idx.input_names if n not in self.params]
         self.input_shapes = {idx.nodes[i].name: shapes[rptr[i]] for i in idx.input_nodes}
         self.input_dtypes = {idx.nodes[i].name: dtypes[rptr[i]] for i in idx.input_nodes}
-        self.output_names = graph.symbol.list_output_names()
+        self.output_names = output_names_of(graph)
         self.output_shapes = [shapes[e] for e in idx.output_entries]
         self.output_dtypes = [dtypes[e] for e in idx.output_entries]
         self._feed: dict[str, np.ndarray] = {}
@@ -221,3 +221,16 @@ class Module:
     def __repr__(self) -> str:
         return (f"<{type(self).__name__} target={self.target!r} inputs={self.input_names} "
                 f"outputs={self.output_names}>")
+
+
+def output_names_of(graph: Graph) -> list[str]:
+    """The model's own output names when its frontend recorded them (graph attribute
+    ``output_names``, e.g. the ONNX graph's outputs), else NNVM's ``<node>_<output>``.
+    Why: users look outputs up by the names their model declares (onnxruntime does), and
+    the CLI writes ``<name>.npy`` files."""
+    own = graph.attrs.get("output_names")
+    nnvm_names = graph.symbol.list_output_names()
+    if isinstance(own, (list, tuple)) and len(own) == len(nnvm_names) and \
+            all(isinstance(n, str) and n for n in own) and len(set(own)) == len(own):
+        return list(own)
+    return nnvm_names

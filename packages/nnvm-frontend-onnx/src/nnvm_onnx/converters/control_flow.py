@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from nnvm.errors import ShapeError, TypeInferenceError
+
 from ..errors import NeedsConstantError, OnnxImportError, OnnxUnsupportedError, format_error
 from ..importer import STRUCTURED, Scope
 from ..registry import converter
@@ -71,8 +73,20 @@ def _if(ctx, node):
     if _returns_structured(then_g) or _returns_structured(else_g):
         raise ctx.importer.needs_constant(ctx, cond, "the condition (a branch returns a "
                                           "sequence or optional, resolved at import time)")
-    t_graph, t_params, _, t_cap, t_outs = ctx.subgraph(then_g)
-    e_graph, e_params, _, e_cap, e_outs = ctx.subgraph(else_g)
+    then_b, then_why = _branch(ctx, then_g)
+    else_b, else_why = _branch(ctx, else_g)
+    if then_b is None and else_b is None:
+        raise then_why
+    if then_b is None or else_b is None:
+        # one branch cannot take these input shapes (e.g. a model that switches on its
+        # sample rate, imported for one of them): onnxruntime only runs the taken branch, so
+        # the import goes on; selecting the pruned branch at run time is a clear error
+        good = then_b or else_b
+        then_b = then_b or (good[0], good[1], good[2], [], good[4])
+        else_b = else_b or (good[0], good[1], good[2], [], good[4])
+    unrunnable = tuple(_brief(w) for w in (then_why, else_why))
+    t_graph, t_params, _, t_cap, t_outs = then_b
+    e_graph, e_params, _, e_cap, e_outs = else_b
     t_graph = t_graph.with_attrs(params=t_params)
     e_graph = e_graph.with_attrs(params=e_params)
     out_shapes = []
@@ -88,7 +102,21 @@ def _if(ctx, node):
                         then_inputs=tuple(n for n, _ in t_cap),
                         else_inputs=tuple(n for n, _ in e_cap),
                         output_shapes=tuple(out_shapes), output_dtypes=tuple(out_dtypes),
+                        **({"unrunnable": unrunnable} if any(unrunnable) else {}),
                         subgraphs=[t_graph, e_graph])
+
+
+def _branch(ctx, graph_proto):
+    """``(ctx.subgraph(...) result, None)``, or ``(None, error)`` when the branch cannot be
+    imported with the enclosing graph's shapes (shape, type or static-value errors)."""
+    try:
+        return ctx.subgraph(graph_proto), None
+    except (OnnxImportError, ShapeError, TypeInferenceError) as exc:
+        return None, exc
+
+
+def _brief(exc) -> str:
+    return "" if exc is None else " ".join(str(exc).split())[:400]
 
 
 @converter("Loop", requires=("loop",))
