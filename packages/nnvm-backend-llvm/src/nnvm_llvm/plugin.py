@@ -22,3 +22,44 @@ def nnvm_plugin_info() -> dict:
         f"run exported models only; cannot build ({build})" if runtime_reason() is None else
         "unavailable")
     return {"summary": summary}
+
+
+@hookimpl
+def nnvm_add_cli_commands(subparsers) -> None:
+    """``nnvm cache info|clear``: show or empty the llvm kernel cache (imports no TVM)."""
+    import argparse
+
+    p = subparsers.add_parser(
+        "cache", help="show or empty the llvm kernel cache",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="The llvm backend keeps linked kernel libraries in NNVM_CACHE_DIR "
+                    "(default ~/.cache/nnvm/llvm), verified by sha256 before use and capped "
+                    "at NNVM_CACHE_MAX_BYTES (default 2 GiB, least recently used evicted).",
+        epilog="examples:\n  nnvm cache info\n  nnvm cache info --json\n  nnvm cache clear")
+    p.add_argument("action", choices=["info", "clear"], help="info: where and how big; "
+                   "clear: delete every entry")
+    p.add_argument("--json", action="store_true", help="print info as JSON")
+    p.set_defaults(func=_cmd_cache)
+
+
+def _cmd_cache(args) -> int:
+    import json
+
+    from .compiler import cache
+
+    if args.action == "clear":
+        n = cache.clear()
+        print(f"llvm kernel cache: removed {n} files from {cache.configured_dir()}")
+        return 0
+    i = cache.info()
+    if args.json:
+        print(json.dumps(i, sort_keys=True))
+    elif not i["enabled"]:
+        print("llvm kernel cache: disabled (NNVM_CACHE_DIR=off)")
+    else:
+        print(f"llvm kernel cache: {i['dir']}\n"
+              f"  entries: {i['entries']} ({i['bytes'] / 2**20:.1f} MiB of "
+              f"{i['max_bytes'] / 2**20:.0f} MiB, NNVM_CACHE_MAX_BYTES)\n"
+              f"  other files: {i['other_files']} ({i['other_bytes'] / 2**20:.1f} MiB: "
+              f"threadpool objects, older cache formats)")
+    return 0

@@ -523,10 +523,10 @@ def load_artifact(artifact, num_threads: int | None = None) -> LLVMModule:
         if member not in artifact.members:
             raise SerializationError(f"llvm artifact: member '{member}' is missing; re-export "
                                      f"the model with target llvm")
-    try:
-        plan = json.loads(artifact.members["executor.json"])
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise SerializationError(f"llvm artifact: executor.json unreadable ({exc})") from None
+    from .plan_schema import PLAN_SCHEMA, check_plan
+
+    plan = artifact.json_member("executor.json", PLAN_SCHEMA)
+    check_plan(plan, artifact.graph(), artifact.params)  # before any native code is mapped
     so = artifact.members["lib.so"]
     lib = load_library(so)
     return LLVMModule(artifact.graph(), artifact.params, artifact.manifest["target"], lib, so,

@@ -109,12 +109,25 @@ def load_param_dict(blob: bytes | bytearray) -> dict[str, np.ndarray]:
     """Read bytes written by ``save_param_dict`` (or by NNVM/TVM) into ``{name: ndarray}``.
 
     Raises:
-        SerializationError: bad magic, truncated data or an unknown dtype; never a raw
-            struct.error, and nothing is executed.
+        SerializationError: bad magic, truncated data, an unknown dtype or a shape NumPy
+            cannot hold; never a raw struct.error, ValueError or MemoryError (a param file
+            is often untrusted input), and nothing is executed.
     """
     if not isinstance(blob, (bytes, bytearray, memoryview)):
         raise SerializationError(f"load_param_dict: expected bytes; got {type(blob).__name__}")
-    r = _Reader(bytes(blob))
+    try:
+        return _load(bytes(blob))
+    except NNVMError:
+        raise
+    except (ValueError, TypeError, OverflowError, MemoryError, struct.error) as exc:
+        # a corner this reader did not foresee must still read as a bad file, not a bug
+        raise SerializationError(f"load_param_dict: malformed data ({type(exc).__name__}: "
+                                 f"{str(exc)[:200]}); the file is corrupt or not a param "
+                                 f"dict") from None
+
+
+def _load(blob: bytes) -> dict[str, np.ndarray]:
+    r = _Reader(blob)
     magic, _ = r.unpack("<QQ", "header")
     if magic != LIST_MAGIC:
         raise SerializationError(f"load_param_dict: bad magic {magic:#x}; expected "
@@ -154,6 +167,11 @@ def load_param_dict(blob: bytes | bytearray) -> dict[str, np.ndarray]:
         if nbytes != expected:
             raise SerializationError(f"{where}: byte size {nbytes} does not match shape "
                                      f"{shape} of {dtype} ({expected} bytes)")
+        # NumPy refuses any shape whose product of non-zero dims (times the item size)
+        # overflows int64, even an empty one such as (0, 2**63-1)
+        if math.prod(d or 1 for d in shape) * dtype.itemsize >= 1 << 63:
+            raise SerializationError(f"{where}: shape {shape} is too large for any array; "
+                                     f"expected at most 2**63 bytes counting non-zero dims")
         data = r.take(nbytes, f"array '{name}' data")
         raw_dtype = np.uint8 if dtype == np.bool_ else dtype
         arr = np.frombuffer(data, dtype=raw_dtype).reshape(shape).copy()
