@@ -131,6 +131,9 @@ def _coerce(kind: str, v: Any) -> Any:
         if name not in DTYPES:
             raise ValueError(f"unknown dtype; valid: {', '.join(DTYPES)}")
         return name
+    if kind == "strs" and isinstance(v, str) and v[:1] in "([" and v[-1:] in ")]":
+        # unquoted names, as written before strings in tuples were quoted: "(a, b)"
+        v = tuple(x.strip() for x in v[1:-1].split(",") if x.strip())
     if kind in ("ints", "floats", "strs"):
         if isinstance(v, (int, float, str, np.number)) and not isinstance(v, bool):
             v = (v,)
@@ -141,16 +144,18 @@ def _coerce(kind: str, v: Any) -> Any:
     raise TypeError(f"unknown attribute kind {kind!r}")
 
 
-def to_string(value: Any) -> str:
-    """NNVM's string spelling of a typed value, as written into graph JSON."""
+def to_string(value: Any, _nested: bool = False) -> str:
+    """NNVM's string spelling of a typed value, as written into graph JSON. A string on its
+    own stays a bare word (``NCHW``); inside a tuple or list it is quoted, so that
+    ``("input", "state")`` reads back as two strings, not one."""
     if isinstance(value, tuple):
         if len(value) == 1:
-            return f"({to_string(value[0])},)"
-        return "(" + ", ".join(to_string(x) for x in value) + ")"
+            return f"({to_string(value[0], True)},)"
+        return "(" + ", ".join(to_string(x, True) for x in value) + ")"
     if isinstance(value, list):
-        return "[" + ", ".join(to_string(x) for x in value) + "]"
+        return "[" + ", ".join(to_string(x, True) for x in value) + "]"
     if isinstance(value, str):
-        return value
+        return repr(value) if _nested else value
     return repr(value)
 
 
