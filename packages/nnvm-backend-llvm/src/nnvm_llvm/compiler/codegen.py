@@ -271,7 +271,15 @@ def build_module(graph, params, target, config) -> LLVMModule:
                      >= OpPattern.INJECTIVE for n in g.nodes)
         in_sids = {storage_id[e] for e in gl.inputs} if storage_id is not None else set()
         for e in gl.outputs:
-            entry(e, private=hazard and storage_id is not None and storage_id[e] in in_sids)
+            # an output may share an input's storage only when every element reads its own
+            # index: never after injective ops, and never from a broadcast input of another
+            # shape (T5's RMS norm read its (1, 32, 1) variance from storage its (1, 32, 128)
+            # output was overwriting: NaN from sqrt of clobbered values)
+            reshaped = {storage_id[i] for i in gl.inputs
+                        if list(shapes[i]) != list(shapes[e])} if storage_id is not None \
+                else set()
+            entry(e, private=storage_id is not None and (
+                (hazard and storage_id[e] in in_sids) or storage_id[e] in reshaped))
         for e, value in gl.consts.items():
             baked[gl.var_name[e]] = value
         for e, (layout, block) in gl.packed.items():
