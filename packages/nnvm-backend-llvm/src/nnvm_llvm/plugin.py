@@ -26,7 +26,8 @@ def nnvm_plugin_info() -> dict:
 
 @hookimpl
 def nnvm_add_cli_commands(subparsers) -> None:
-    """``nnvm cache info|clear``: show or empty the llvm kernel cache (imports no TVM)."""
+    """``nnvm cache info|clear`` (the llvm kernel cache) and ``nnvm export-c`` (a model as a
+    standalone C library); neither imports TVM."""
     import argparse
 
     p = subparsers.add_parser(
@@ -40,6 +41,10 @@ def nnvm_add_cli_commands(subparsers) -> None:
                    "clear: delete every entry")
     p.add_argument("--json", action="store_true", help="print info as JSON")
     p.set_defaults(func=_cmd_cache)
+
+    from .export_c import add_cli_commands  # nnvm export-c (imports no TVM either)
+
+    add_cli_commands(subparsers)
 
 
 def _cmd_cache(args) -> int:

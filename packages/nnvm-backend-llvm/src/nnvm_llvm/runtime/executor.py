@@ -481,6 +481,13 @@ class LLVMModule(Module):
     def _num_kernels(self) -> int:
         return len(self._calls)
 
+    def export_c(self, path: str) -> str:
+        """Write ``path/libnnvm_model.so``, ``nnvm_model.h`` and ``example.c``: this model as
+        a C library that needs only libc (see ``nnvm_llvm.export_c`` and docs/deploy.md)."""
+        from ..export_c import export_c
+
+        return export_c(self, path)
+
     def stats(self) -> dict[str, Any]:
         """Core stats plus: ``num_fallback_kernels`` / ``fallback_ops`` (steps run by NumPy
         reference kernels because no lowering rule exists), ``num_compiled_kernels``
