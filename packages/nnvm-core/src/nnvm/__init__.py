@@ -15,9 +15,10 @@ from .hookspecs import hookimpl  # noqa: E402
 from .ir import Graph, Node, NodeEntry  # noqa: E402
 from .plugin_manager import plugins  # noqa: E402
 from .runtime.graph_runtime import cl, cpu, cuda, gpu, opencl  # noqa: E402
+from .session import InferenceSession, NodeArg  # noqa: E402
 
 sym = symbol
 
-__all__ = ["NNVMError", "Graph", "Node", "NodeEntry", "attribute", "cl", "compiler", "cpu",
+__all__ = ["InferenceSession", "NNVMError", "NodeArg", "Graph", "Node", "NodeEntry", "attribute", "cl", "compiler", "cpu",
            "cuda", "frontend", "gpu", "graph", "hookimpl", "name", "op", "opencl", "plugins",
            "runtime", "sym", "symbol", "__version__"]

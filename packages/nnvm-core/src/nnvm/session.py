@@ -1,0 +1,237 @@
+"""``nnvm.InferenceSession``: the onnxruntime-style way to run a model.
+
+Why: users arriving from onnxruntime expect ``sess.run(output_names, input_feed)`` with the
+model's own names, ``get_inputs()``/``get_outputs()``, and a second session that starts in
+well under a second. This composes what exists: the frontend imports, ``compiler.build``
+compiles, and compiled artifacts are cached on disk by the model's sha256, the target, the opt
+level, the input shapes and frozen inputs, so the next session (or process) loads the cached
+``.nnvm`` instead of compiling. A model whose inputs have symbolic dimensions (and no
+``shape=``) is compiled on first use for the shapes fed, one cached module per shape
+signature, so new batch sizes cost one build each, not one per call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import threading
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from .errors import ExecutionError, NNVMError, format_error
+
+_ONNX_TYPES = {"float32": "float", "float64": "double", "int64": "int64", "int32": "int32",
+               "int8": "int8", "uint8": "uint8", "bool": "bool", "float16": "float16",
+               "int16": "int16", "uint16": "uint16", "string": "string"}
+
+
+@dataclass(frozen=True)
+class NodeArg:
+    """An input or output as onnxruntime describes it: name, shape (None or a name for a
+    symbolic dimension), element type (``tensor(float)``) and the NNVM dtype."""
+
+    name: str
+    shape: tuple
+    type: str
+    dtype: str
+
+
+def _cache_root(cache_dir: str | None) -> str:
+    base = cache_dir or os.environ.get("NNVM_CACHE_DIR") or os.path.join(
+        os.path.expanduser("~"), ".cache", "nnvm")
+    return os.path.join(base, "sessions")
+
+
+class InferenceSession:
+    """Run an ONNX model (path or bytes) or a ``.nnvm`` artifact (path or bytes).
+
+    Args:
+        model: ``.onnx`` / ``.nnvm`` path, or the file's bytes.
+        target: ``reference``, ``llvm``, ``opencl``...; None picks the best available.
+        shape: ``{input: shape}`` for symbolic dimensions; left out, they are taken from the
+            first feed of each shape (one compile per shape signature, cached).
+        freeze: ``{input: value}`` bound as constants at import (e.g. a sample rate).
+        opt_level: optimisation level (default 3).
+        cache_dir: where compiled artifacts go (default ``$NNVM_CACHE_DIR/sessions`` or
+            ``~/.cache/nnvm/sessions``); ``False`` disables the disk cache.
+    """
+
+    def __init__(self, model: Any, target: str | None = None, *,
+                 shape: Mapping | None = None, freeze: Mapping | None = None,
+                 opt_level: int = 3, cache_dir: str | bool | None = None):
+        self._lock = threading.Lock()
+        self._modules: dict[tuple, Any] = {}
+        data, path = self._read(model)
+        self._artifact = data[:2] == b"PK"
+        if self._artifact:
+            self._fixed = self._load_artifact_bytes(data)
+            self.target = self._fixed.target
+            self._inputs, self._outputs = self._args_of(self._fixed)
+            return
+        from .backend import best_target, parse_target
+
+        self.target = str(parse_target(target)) if target is not None else best_target()
+        self._onnx = data
+        self._shape = {k: tuple(int(d) for d in v) for k, v in (shape or {}).items()}
+        self._freeze = {k: np.asarray(v) for k, v in (freeze or {}).items()}
+        self._opt_level = opt_level
+        self._cache = None if cache_dir is False else _cache_root(
+            cache_dir if isinstance(cache_dir, str) else None)
+        self._inputs, self._outputs = self._declared(data)
+        self._fixed = None
+        if all(all(isinstance(d, int) for d in a.shape) for a in self._inputs):
+            self._fixed = self._module({a.name: a.shape for a in self._inputs})
+
+    # -- onnxruntime's API ----------------------------------------------------------------------
+    def get_inputs(self) -> list[NodeArg]:
+        return list(self._inputs)
+
+    def get_outputs(self) -> list[NodeArg]:
+        return list(self._outputs)
+
+    def run(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any],
+            run_options: Any = None) -> list[np.ndarray]:
+        """The outputs named in ``output_names`` (all, in the model's order, when None), in that
+        order, for ``input_feed`` (``{input name: array}``)."""
+        names = [a.name for a in self._inputs]
+        unknown = sorted(set(input_feed) - set(names))
+        missing = [n for n in names if n not in input_feed]
+        if unknown or missing:
+            raise ExecutionError(format_error(
+                "InferenceSession.run", "input_feed does not match the model's inputs",
+                names, sorted(input_feed),
+                fix=f"Feed exactly {names}" + (f"; unknown: {unknown}" if unknown else "")))
+        feed = {n: np.asarray(v) for n, v in input_feed.items()}
+        module = self._fixed or self._module({n: feed[n].shape for n in names})
+        outs = dict(zip(module.output_names, module.run(**feed)))
+        wanted = list(output_names) if output_names else list(module.output_names)
+        bad = [n for n in wanted if n not in outs]
+        if bad:
+            raise ExecutionError(format_error(
+                "InferenceSession.run", f"unknown output name(s) {bad}",
+                fix=f"Outputs: {list(module.output_names)}"))
+        return [outs[n] for n in wanted]
+
+    # -- building and caching -------------------------------------------------------------------
+    def _module(self, shapes: Mapping[str, tuple]):
+        key = tuple(sorted((k, tuple(int(d) for d in v)) for k, v in shapes.items()))
+        with self._lock:
+            if key not in self._modules:
+                self._modules[key] = self._build_or_load(dict(key))
+            return self._modules[key]
+
+    def _cache_key(self, shapes: dict) -> str:
+        from . import __version__
+
+        h = hashlib.sha256(self._onnx)
+        h.update(json.dumps({"target": self.target, "opt": self._opt_level, "nnvm": __version__,
+                             "shapes": {k: list(v) for k, v in sorted(shapes.items())},
+                             "freeze": {k: [str(v.dtype), v.tolist()]
+                                        for k, v in sorted(self._freeze.items())}},
+                            sort_keys=True).encode())
+        return h.hexdigest()
+
+    def _build_or_load(self, shapes: dict):
+        from .compiler import build
+        from .runtime import load
+
+        path = None
+        if self._cache is not None:
+            path = os.path.join(self._cache, self._cache_key(shapes) + ".nnvm")
+            if os.path.exists(path):
+                try:
+                    return load(path)
+                except NNVMError:  # stale or damaged entry: rebuild it below
+                    pass
+        shapes = {k: v for k, v in shapes.items() if k not in self._freeze}
+        graph, params = self._import(shapes)
+        module = build(graph, target=self.target, shape=shapes, params=params,
+                       opt_level=self._opt_level)
+        if path is not None:
+            try:
+                os.makedirs(self._cache, mode=0o700, exist_ok=True)
+                fd, tmp = tempfile.mkstemp(dir=self._cache, suffix=".nnvm.tmp")
+                os.close(fd)
+                module.export(tmp)
+                os.replace(tmp, path)
+            except OSError:  # a read-only cache only costs the next session a compile
+                pass
+        return module
+
+    def _import(self, shapes: dict):
+        from . import frontend
+
+        kw = {"freeze": self._freeze} if self._freeze else {}
+        return frontend.from_onnx(self._onnx, shape=shapes, **kw)
+
+    # -- model inspection -----------------------------------------------------------------------
+    @staticmethod
+    def _read(model) -> tuple[bytes, str | None]:
+        if isinstance(model, (bytes, bytearray, memoryview)):
+            return bytes(model), None
+        path = os.fspath(model)
+        try:
+            with open(path, "rb") as f:
+                return f.read(), path
+        except OSError as exc:
+            raise NNVMError(format_error(f"InferenceSession({path!r})", "cannot read the model",
+                                         got=exc.strerror or str(exc),
+                                         fix="Pass the path of a .onnx or .nnvm file, or its "
+                                             "bytes")) from None
+
+    @staticmethod
+    def _load_artifact_bytes(data: bytes):
+        from .runtime import load
+
+        fd, tmp = tempfile.mkstemp(suffix=".nnvm")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            return load(tmp)
+        finally:
+            os.unlink(tmp)
+
+    def _declared(self, data: bytes) -> tuple[list[NodeArg], list[NodeArg]]:
+        """Inputs and outputs as the ONNX graph declares them (frozen inputs and initializers
+        left out; ``shape=`` fills symbolic dimensions)."""
+        try:
+            import onnx
+        except ImportError:
+            raise NNVMError("InferenceSession: an ONNX model needs the ONNX frontend: "
+                            "pip install nnvm-frontend-onnx") from None
+        try:
+            graph = onnx.load_from_string(data).graph
+        except Exception as exc:  # noqa: BLE001 - protobuf raises its own types
+            raise NNVMError(format_error("InferenceSession", "the model is neither an ONNX "
+                                         "model nor a .nnvm artifact",
+                                         got=type(exc).__name__)) from None
+        inits = {t.name for t in graph.initializer}
+
+        def arg(v, given=None):
+            tt = v.type.tensor_type
+            dims = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                         for d in tt.shape.dim) if tt.HasField("shape") else ()
+            dtype = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type).name \
+                if tt.elem_type else "float32"
+            dtype = "string" if dtype == "object" else dtype
+            return NodeArg(v.name, tuple(given) if given is not None else dims,
+                           f"tensor({_ONNX_TYPES.get(dtype, dtype)})", dtype)
+        ins = [arg(v, self._shape.get(v.name)) for v in graph.input
+               if v.name not in inits and v.name not in self._freeze]
+        return ins, [arg(v) for v in graph.output]
+
+    @staticmethod
+    def _args_of(module) -> tuple[list[NodeArg], list[NodeArg]]:
+        def make(name, shape, dtype):
+            dtype = dtype or "float32"
+            return NodeArg(name, tuple(shape or ()), f"tensor({_ONNX_TYPES.get(dtype, dtype)})",
+                           dtype)
+        ins = [make(n, module.input_shapes.get(n), module.input_dtypes.get(n))
+               for n in module.input_names]
+        outs = [make(n, s, d) for n, s, d in zip(module.output_names, module.output_shapes,
+                                                 module.output_dtypes)]
+        return ins, outs

@@ -1,0 +1,94 @@
+"""``nnvm.InferenceSession`` behaves like onnxruntime's: the model's own input and output
+names and order, ``run(output_names, feed)`` returning just the asked outputs in that order,
+a compiled artifact cached on disk so the next session does not compile, and symbolic
+dimensions compiled per fed shape."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper  # noqa: E402
+
+import nnvm  # noqa: E402
+from nnvm.errors import ExecutionError  # noqa: E402
+
+#: a real model nobody here wrote: PyTorch's Conv2d export shipped in the onnx wheel
+CONV2D = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data",
+                      "pytorch-converted", "test_Conv2d", "model.onnx")
+
+
+def _two_outputs(batch="N") -> bytes:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3])
+    outs = [helper.make_tensor_value_info("neg", TensorProto.FLOAT, [batch, 3]),
+            helper.make_tensor_value_info("relu", TensorProto.FLOAT, [batch, 3])]
+    nodes = [helper.make_node("Neg", ["x"], ["neg"]), helper.make_node("Relu", ["x"], ["relu"])]
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], outs),
+                              opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    return model.SerializeToString()
+
+
+@pytest.mark.parametrize("target", ["reference", "llvm"])
+def test_real_model_names_order_and_values_equal_onnxruntime(tmp_path, target):
+    if target == "llvm":
+        pytest.importorskip("tvm")
+    ref = ort.InferenceSession(CONV2D, providers=["CPUExecutionProvider"])
+    sess = nnvm.InferenceSession(CONV2D, target=target, cache_dir=str(tmp_path))
+    assert [(a.name, tuple(a.shape), a.type) for a in sess.get_inputs()] == \
+        [(a.name, tuple(a.shape), a.type) for a in ref.get_inputs()]
+    assert [a.name for a in sess.get_outputs()] == [a.name for a in ref.get_outputs()]
+    shape = ref.get_inputs()[0].shape
+    feed = {ref.get_inputs()[0].name:
+            np.random.default_rng(0).standard_normal(shape).astype("float32")}
+    for got, want in zip(sess.run(None, feed), ref.run(None, feed)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_run_returns_the_asked_outputs_in_the_asked_order(tmp_path):
+    sess = nnvm.InferenceSession(_two_outputs(batch=2), target="reference",
+                                 cache_dir=str(tmp_path))
+    x = np.array([[-1, 2, -3], [4, -5, 6]], "float32")
+    relu, neg = sess.run(["relu", "neg"], {"x": x})
+    np.testing.assert_array_equal(relu, np.maximum(x, 0))
+    np.testing.assert_array_equal(neg, -x)
+    assert [o.shape for o in sess.run(["neg"], {"x": x})] == [(2, 3)]
+    with pytest.raises(ExecutionError, match="unknown output"):
+        sess.run(["nope"], {"x": x})
+    with pytest.raises(ExecutionError, match="does not match the model's inputs"):
+        sess.run(None, {"y": x})
+
+
+def test_second_session_loads_the_cached_artifact(tmp_path, monkeypatch):
+    model = _two_outputs(batch=2)
+    nnvm.InferenceSession(model, target="reference", cache_dir=str(tmp_path))
+    cached = os.listdir(tmp_path / "sessions")
+    assert len(cached) == 1 and cached[0].endswith(".nnvm")
+    calls = []
+    real = nnvm.compiler.build
+    monkeypatch.setattr(nnvm.compiler, "build", lambda *a, **k: calls.append(1) or real(*a, **k))
+    sess = nnvm.InferenceSession(model, target="reference", cache_dir=str(tmp_path))
+    assert calls == [] and sess.run(None, {"x": np.ones((2, 3), "float32")})[1].sum() == 6
+    nnvm.InferenceSession(model, target="reference", cache_dir=False)
+    assert calls == [1]  # without the cache it compiles (so the check above can fail)
+
+
+def test_symbolic_batch_is_compiled_per_fed_shape(tmp_path):
+    sess = nnvm.InferenceSession(_two_outputs(), target="reference", cache_dir=str(tmp_path))
+    assert sess.get_inputs()[0].shape == ("N", 3)
+    for n in (1, 3, 8):
+        x = np.arange(3 * n, dtype="float32").reshape(n, 3) - 4
+        np.testing.assert_array_equal(sess.run(["relu"], {"x": x})[0], np.maximum(x, 0))
+    assert len(os.listdir(tmp_path / "sessions")) == 3
+
+
+def test_artifact_bytes_run_too(tmp_path):
+    graph, params = nnvm.frontend.from_onnx(_two_outputs(batch=2), shape={"x": (2, 3)})
+    lib = nnvm.compiler.build(graph, target="reference", shape={"x": (2, 3)}, params=params)
+    lib.export(str(tmp_path / "m.nnvm"))
+    sess = nnvm.InferenceSession((tmp_path / "m.nnvm").read_bytes())
+    assert [o.name for o in sess.get_outputs()] == ["neg", "relu"]
+    assert sess.run(["neg"], {"x": np.ones((2, 3), "float32")})[0].sum() == -6
