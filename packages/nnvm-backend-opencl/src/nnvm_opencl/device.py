@@ -207,12 +207,18 @@ def describe() -> str:
         default = _from_env(ok) or default
     except BackendUnavailableError:
         pass
+    return _listing(default)
+
+
+def _listing(default=None) -> str:
+    """``0: platform / device [default]; 1: ... [unusable: why]`` (``none`` when empty): the
+    one spelling of the device list, in ``nnvm plugins`` and in every selection error."""
     parts = []
     for i, pair in enumerate(devices()):
         why = probe(pair[1])
         tag = " [default]" if pair is default else (f" [unusable: {why}]" if why else "")
         parts.append(f"{i}: {name(pair)}{tag}")
-    return "; ".join(parts)
+    return "; ".join(parts) or "none"
 
 
 def _matches(pair, index: int, text: str, platform_only: bool = False) -> bool:
@@ -229,13 +235,7 @@ def _from_env(ok: list):
             return pair
     raise BackendUnavailableError(
         f"{ENV_DEVICE}={want!r}: no usable OpenCL device matches; found: "
-        f"{describe_plain()} -> unset it or name one of the usable devices")
-
-
-def describe_plain() -> str:
-    return "; ".join(f"{i}: {name(p)}" + ("" if probe(p[1]) is None else
-                                            f" (unusable: {probe(p[1])})")
-                     for i, p in enumerate(devices())) or "none"
+        f"{_listing()} -> unset it or name one of the usable devices")
 
 
 def select(platform: str | None = None, device: str | None = None):
@@ -262,7 +262,7 @@ def select(platform: str | None = None, device: str | None = None):
     if not good:
         raise BackendUnavailableError(
             f"target 'opencl -platform={platform or ''} -device={device or ''}': no matching device "
-            f"among the usable ones; found: {describe_plain()}")
+            f"among the usable ones; found: {_listing()}")
     return good[0]
 
 
