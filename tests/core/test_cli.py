@@ -16,23 +16,9 @@ from nnvm import cli, sym
 from nnvm import plugin_manager
 from nnvm.errors import OpNotFoundError, SerializationError
 from nnvm.serialization.param_dict import save_param_dict
+from cli_helpers import error_line, run_cli
 
 DATA = pathlib.Path(__file__).parent / "data"
-
-
-def run_cli(capsys, *argv) -> tuple[int, str, str]:
-    code = cli.main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def error_line(err: str) -> str:
-    """The one error line; every other stderr line must be a progress line."""
-    lines = err.strip().splitlines()
-    assert lines and lines[-1].startswith("nnvm: error:"), err
-    assert all(line.startswith("[") for line in lines[:-1]), err
-    assert "Traceback" not in err
-    return lines[-1]
 
 
 def _needs_dense():

@@ -22,22 +22,14 @@ import nnvm
 from nnvm import cli, plugin_manager, sym
 from nnvm.backend import build_reason, get_backend
 from nnvm.errors import BackendUnavailableError, SerializationError
+from cli_helpers import error_line as _error_line, run_cli
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DATA = pathlib.Path(__file__).parent / "data"
 
 
-def run_cli(capsys, *argv) -> tuple[int, str, str]:
-    code = cli.main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def error_line(err: str) -> str:
-    lines = err.strip().splitlines()
-    assert lines and lines[-1].startswith("nnvm: error:"), err
-    assert "Traceback" not in err
-    return lines[-1]
+    return _error_line(err, only_progress_before=False)
 
 
 def llvm_reason() -> str | None:
