@@ -473,6 +473,8 @@ def cmd_inspect(args) -> int:
     info["params"] = {k: {"shape": list(np.shape(v)), "dtype": np.asarray(v).dtype.name}
                       for k, v in params.items()}
     info["ops"] = _op_histogram(graph)
+    if args.dot or args.svg:
+        _write_pictures(graph, params, path, args.dot, args.svg)
     info["ir"] = graph.ir(join_entry_attrs=[k for k in ("shape", "dtype")
                                             if graph.attrs.get(k) is not None])
     if args.json:
@@ -480,6 +482,58 @@ def cmd_inspect(args) -> int:
         return 0
     _print_inspect(info)
     return 0
+
+
+def _fused_for_picture(graph):
+    """An imported model's graph with FuseOps' groups when the passes package is installed,
+    so the picture shows the kernels a default build would make; the graph unchanged
+    otherwise (an artifact's graph already carries them)."""
+    if graph.attrs.get("group_root") is not None:
+        return graph
+    from .pass_manager import list_passes
+
+    if "FuseOps" not in list_passes():
+        return graph
+    try:
+        return graph.apply(["FuseOps"], opt_level=graph.attrs.get("opt_level", 2))
+    except NNVMError:  # a graph FuseOps cannot group is still worth drawing
+        return graph
+
+
+def _write_pictures(graph, params, path: str, dot_path: str | None,
+                    svg_path: str | None) -> None:
+    import shutil
+    import subprocess
+
+    from .graph_dot import to_dot
+
+    text = to_dot(_fused_for_picture(graph), params, title=os.path.basename(path))
+    if dot_path:
+        _write_text(dot_path, text, "--dot")
+    if svg_path:
+        exe = shutil.which("dot")
+        if exe is None:
+            raise CLIError(format_error(
+                "nnvm inspect --svg", "Graphviz's 'dot' program is not on PATH",
+                fix="Install Graphviz (apt install graphviz, brew install graphviz) or write "
+                    "DOT text with --dot OUT.dot and render it elsewhere"))
+        proc = subprocess.run([exe, "-Tsvg", "-o", svg_path], input=text.encode(),
+                              capture_output=True, timeout=300, check=False)
+        if proc.returncode != 0:
+            raise CLIError(format_error(
+                "nnvm inspect --svg", "Graphviz failed to render the graph",
+                got=proc.stderr.decode(errors="replace").strip()[-500:],
+                fix="Write the DOT text with --dot and report the failure"))
+
+
+def _write_text(dest: str, text: str, flag: str) -> None:
+    try:
+        with open(dest, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as exc:
+        raise CLIError(format_error(f"nnvm inspect {flag}", f"cannot write {dest!r}",
+                                    got=exc.strerror or str(exc),
+                                    fix="Give a path in an existing, writable folder")) from None
 
 
 def _print_inspect(info: dict) -> None:
@@ -786,13 +840,19 @@ def build_parser() -> argparse.ArgumentParser:
                                    ".onnx model.",
                        epilog="examples:\n  nnvm inspect model.nnvm\n"
                               "  nnvm inspect model.onnx --shape x=1,3,224,224 --json\n"
-                              "  nnvm inspect net.json --params net.params")
+                              "  nnvm inspect net.json --params net.params\n"
+                              "  nnvm inspect model.nnvm --dot model.dot --svg model.svg")
     p.add_argument("model", help=".nnvm, graph .json or .onnx")
     p.add_argument("--shape", action="append", metavar="NAME=D1,D2,...",
                    help="input shape for .json/.onnx, repeatable")
     p.add_argument("--dtype", action="append", metavar="[NAME=]DTYPE", help="input dtype")
     p.add_argument("--params", help="param-dict file for a graph .json")
     p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--dot", metavar="OUT.dot",
+                   help="also write the graph as Graphviz DOT: fused kernels as clusters, "
+                        "shapes and dtypes on the edges")
+    p.add_argument("--svg", metavar="OUT.svg",
+                   help="also render the graph to SVG (needs Graphviz's 'dot' on PATH)")
     p.set_defaults(func=cmd_inspect)
 
     p = sub.add_parser("plugins", help="list plugins, versions, availability",
