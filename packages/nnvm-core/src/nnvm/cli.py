@@ -328,6 +328,11 @@ def cmd_compile(args) -> int:
     out = args.output or os.path.splitext(os.path.basename(args.model))[0] + ".nnvm"
     if os.path.exists(args.model):  # (a missing model is reported first, by load_model)
         check_output_path(out)  # before importing: a typo in -o should not cost the build
+    sign_key = None
+    if args.sign:  # read the key before compiling: a wrong path should not cost the build
+        from .runtime.signing import load_private_key
+
+        sign_key = load_private_key(args.sign)
     freeze = parse_freeze(args.freeze)
     if freeze and not args.model.endswith(".onnx"):
         raise CLIError(f"--freeze: only for models read by a frontend (.onnx); {args.model} "
@@ -342,7 +347,7 @@ def cmd_compile(args) -> int:
                    opt_level=args.opt_level, log=log)
     log(f"exporting {out}")
     try:
-        module.export(out)
+        module.export(out, sign_key=sign_key)
     except OSError as exc:
         raise CLIError(format_error(f"-o {out}", f"cannot write the artifact "
                                     f"({exc.strerror or exc})",
@@ -811,6 +816,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--opt-level", type=int, default=2, choices=range(4), metavar="{0..3}",
                    help="optimisation level (default 2)")
     p.add_argument("-o", "--output", metavar="OUT.nnvm", help="artifact path")
+    p.add_argument("--sign", metavar="KEY", help="sign the artifact with this private key "
+                   "(made by nnvm keygen; needs nnvm-core[sign])")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=cmd_compile)
 
@@ -854,6 +861,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--svg", metavar="OUT.svg",
                    help="also render the graph to SVG (needs Graphviz's 'dot' on PATH)")
     p.set_defaults(func=cmd_inspect)
+
+    from .cli_sign import add_commands as add_signing_commands
+
+    add_signing_commands(sub, _HELP)
 
     p = sub.add_parser("plugins", help="list plugins, versions, availability",
                        formatter_class=_HELP,

@@ -260,7 +260,14 @@ class LLVMModule(Module):
         # Join the library's worker threads when this module goes away (the library itself
         # is dlclosed once the last function handle into it is freed, right after). The
         # finalizer holds the config function, not the module, so it cannot keep it alive.
-        self._release = weakref.finalize(self, _stop_pool, lib["nnvm_runtime_config"])
+        try:
+            config = lib["nnvm_runtime_config"]
+        except Exception as exc:  # noqa: BLE001 - tvm_ffi raises AttributeError
+            raise SerializationError(format_error(
+                "llvm library", "has no thread pool (function 'nnvm_runtime_config')",
+                fix="The artifact's lib.so was not made by nnvm-backend-llvm or is damaged; "
+                    "re-export the model")) from exc
+        self._release = weakref.finalize(self, _stop_pool, config)
         self._so_bytes = so_bytes
         self._plan = plan
         self._build_info = dict(build_info or {})

@@ -23,7 +23,10 @@ uncompressed when deflate would exceed the ratio limit (a large all-zero weight)
 every artifact it writes loads under the default limits.
 
 The hashes detect corruption and edits, not forgery: whoever can rewrite the file can rewrite
-the hashes. A backend member such as ``lib.so`` is native code: load only artifacts you trust.
+the hashes. A backend member such as ``lib.so`` is native code: load only artifacts you trust,
+or set a trust policy so that only files signed by known keys load (``nnvm.runtime.signing``:
+the signature member ``manifest.sig`` is checked right after the manifest, before anything
+else is read).
 Members are validated before use: ``check_consistency`` checks the graph's declared shapes
 and every param's shape and dtype against the graph; backends parse their own JSON members
 through ``Artifact.json_member`` with a schema (``nnvm.serialization.schema``).
@@ -139,8 +142,9 @@ def attach_subgraph_params(graph, flat: dict, where: str) -> None:
         node.subgraphs[k] = sub.with_attrs(params=params)
 
 
-def write_artifact(path: str, module) -> None:
-    """Export ``module`` (a ``nnvm.runtime.Module``) to ``path`` (written atomically)."""
+def write_artifact(path: str, module, sign_key: Any = None) -> None:
+    """Export ``module`` (a ``nnvm.runtime.Module``) to ``path`` (written atomically);
+    ``sign_key`` (a private key file, see ``nnvm.runtime.signing``) adds a signature."""
     from .. import __version__
     from .. import plugin_manager as plugins
     from ..serialization.param_dict import save_param_dict
@@ -172,8 +176,29 @@ def write_artifact(path: str, module) -> None:
         "member_sizes": {n: len(b) for n, b in members.items()},
     }
     manifest["manifest_sha256"] = manifest_digest(manifest)
+    _write_entries(path, manifest, members, sign_key)
+
+
+def sign_artifact(path: str, sign_key: Any, out: str | None = None) -> str:
+    """Add (or replace) the signature of the artifact at ``path``; write it to ``out``
+    (default: in place, atomically). Returns the signer's key id. The file is verified
+    (hashes, limits) before it is signed: nobody signs a file that does not load."""
+    from .signing import load_private_key, key_id
+
+    key = load_private_key(sign_key)
+    artifact = read_artifact(path, trusted_keys=())
+    _write_entries(out or path, artifact.manifest, artifact.members, key)
+    return key_id(key.public_key())
+
+
+def _write_entries(path: str, manifest: dict, members: dict[str, bytes],
+                   sign_key: Any = None) -> None:
     entries = [("manifest.json", json.dumps(manifest, indent=1).encode())] + \
         sorted(members.items())
+    if sign_key is not None:
+        from .signing import SIGNATURE_MEMBER, signature_record
+
+        entries.insert(1, (SIGNATURE_MEMBER, signature_record(manifest, sign_key)))
     stored: set[str] = set()
     data = _zip_bytes(entries, stored)
     with zipfile.ZipFile(io.BytesIO(data)) as zf:  # keep every member loadable by default
@@ -224,10 +249,13 @@ class Artifact:
     they turn any malformed content into a ``SerializationError`` naming member and field.
     """
 
-    def __init__(self, manifest: dict, members: dict[str, bytes], path: str = "<memory>"):
+    def __init__(self, manifest: dict, members: dict[str, bytes], path: str = "<memory>",
+                 signer: str | None = None):
         self.manifest = manifest
         self.members = members
         self.path = path
+        #: key id of the verified signer when a trust policy was enforced, else None
+        self.signer = signer
         self._graph = None
         self._params: dict | None = None
 
@@ -376,18 +404,31 @@ def _brief(ios: list) -> str:
                            for d in ios if isinstance(d, dict)) + "]"
 
 
-def read_artifact(path: str) -> Artifact:
+def read_artifact(path: str, trusted_keys: Any = None) -> Artifact:
     """Open an artifact, check its limits, and verify its manifest and every member's sha256.
 
     Memory is bounded by the sizes the manifest declares (the zip directory's for older
     artifacts) and the ratio limit, never by what a member actually inflates to; nothing but
     ``manifest.json`` is parsed here; graph and params are parsed on demand.
 
+    ``trusted_keys`` sets a trust policy (public key files or objects; ``()`` for none even
+    when ``NNVM_TRUSTED_KEYS`` is set; None reads that variable): with a policy, the
+    manifest's signature is checked right after the manifest is read, before any other
+    member (``nnvm.runtime.signing``).
+
     Raises:
         SerializationError: not an artifact, over a limit, corrupt, or modified after export.
+        SignatureError: under a trust policy, unsigned, wrongly signed or by another key.
     """
     where = f"artifact '{path}'"
     lim = limits()
+    policy = None
+    if trusted_keys is None or (not isinstance(trusted_keys, (list, tuple, set, frozenset))
+                                or len(trusted_keys)):
+        from .signing import trust_policy
+
+        policy = trust_policy(trusted_keys)
+    signer = None
     try:
         f = open(path, "rb")
     except FileNotFoundError:
@@ -406,13 +447,31 @@ def read_artifact(path: str) -> Artifact:
         with zf:
             infos = _check_directory(zf, where, lim, os.fstat(f.fileno()).st_size)
             manifest = _read_manifest(zf, infos, where, lim)
+            if policy is not None:
+                signer = _check_signature(zf, infos, manifest, policy, where)
             members = {name: _read_member(zf, infos[name], digest,
                                           manifest.get("member_sizes", {}).get(name), where)
                        for name, digest in manifest["members"].items()}
     for required in ("graph.json", "params.bin"):
         if required not in members:
             raise SerializationError(f"{where}: member '{required}' is missing")
-    return Artifact(manifest, members, path)
+    return Artifact(manifest, members, path, signer)
+
+
+def _check_signature(zf: zipfile.ZipFile, infos: dict, manifest: dict, policy: dict,
+                     where: str) -> str:
+    from .signing import SIGNATURE_MEMBER, verify
+
+    info = infos.get(SIGNATURE_MEMBER)
+    record = None
+    if info is not None:
+        if info.file_size > 4096:
+            raise SerializationError(format_error(
+                f"{where}, member '{SIGNATURE_MEMBER}'", "is too large for a signature",
+                "at most 4096 bytes", info.file_size, fix="Re-sign the file"))
+        record = _stream(zf, info, info.file_size, None,
+                         f"{where}, member '{SIGNATURE_MEMBER}'")
+    return verify(manifest, record, policy, where)
 
 
 def _check_directory(zf: zipfile.ZipFile, where: str, lim: dict,
@@ -479,7 +538,7 @@ def _read_manifest(zf: zipfile.ZipFile, infos: dict, where: str, lim: dict) -> d
         raise SerializationError(f"{where}: manifest.json unreadable ({exc})") from None
     _check_manifest(manifest, where)
     listed = manifest["members"]
-    extra = sorted(set(infos) - set(listed) - {"manifest.json"})
+    extra = sorted(set(infos) - set(listed) - {"manifest.json", "manifest.sig"})
     if extra:
         raise SerializationError(f"{where}: members not listed in the manifest: {extra}; "
                                  f"refusing a tampered file")

@@ -209,11 +209,13 @@ class Module:
         """Backend-specific members of the exported file (e.g. ``lib.so``)."""
         return {}
 
-    def export(self, path: str) -> None:
-        """Write one self-contained ``.nnvm`` file (see ``nnvm.runtime.artifact``)."""
+    def export(self, path: str, sign_key: Any = None) -> None:
+        """Write one self-contained ``.nnvm`` file (see ``nnvm.runtime.artifact``);
+        ``sign_key`` (a private key file from ``nnvm keygen``) signs it
+        (``nnvm.runtime.signing``)."""
         from .artifact import write_artifact
 
-        write_artifact(path, self)
+        write_artifact(path, self, sign_key=sign_key)
 
     def _execute(self, feed: dict[str, np.ndarray]) -> list[np.ndarray]:
         raise NotImplementedError
