@@ -59,7 +59,21 @@ def _build_and_check(units: int = 16):
 
 
 def _entries(d) -> list:
-    return sorted((d / "libs").glob("*.entry"))
+    """The model libraries' entries (not the thread-pool object's)."""
+    return sorted(p for p in (d / "libs").glob("*.entry")
+                  if not p.name.startswith("threadpool-"))
+
+
+@pytest.mark.parametrize("how", ["truncated", "garbage", "flipped"])
+def test_bad_threadpool_object_is_rebuilt_not_linked(cache_dir, how):
+    _build_and_check()
+    (pool,) = (cache_dir / "libs").glob("threadpool-*.entry")
+    good = pool.read_bytes()
+    _damage(pool, how)
+    cache.clear_memory()
+    with pytest.warns(cache.CacheWarning, match="is unusable.*rebuilt"):
+        _build_and_check(units=8)  # a new model: links the pool object again
+    assert pool.read_bytes() == good
 
 
 def _damage(path, how: str, other: bytes | None = None) -> None:
@@ -136,7 +150,8 @@ def test_cli_cache_info_and_clear(cache_dir, capsys):
     _build_and_check()
     assert main(["cache", "info", "--json"]) == 0
     i = json.loads(capsys.readouterr().out)
-    assert i["dir"] == str(cache_dir) and i["entries"] == 1 and i["bytes"] > 1000
+    # the model's library and the compiled thread pool
+    assert i["dir"] == str(cache_dir) and i["entries"] == 2 and i["bytes"] > 1000
     assert i["max_bytes"] == 2 << 30
     keep = cache_dir / "notes.txt"  # NNVM_CACHE_DIR may hold other things: left alone
     keep.write_text("mine")
@@ -162,7 +177,8 @@ _REPLACED = textwrap.dedent("""
     want = nnvm.compiler.build(y, target="reference", shape={"x": (4, 16)}, params=p).run(x=xv)[0]
     nnvm.compiler.build(y, target="llvm", shape={"x": (4, 16)}, params=p)
     libs = os.path.join(os.environ["NNVM_CACHE_DIR"], "libs")
-    (entry,) = [os.path.join(libs, n) for n in os.listdir(libs) if n.endswith(".entry")]
+    (entry,) = [os.path.join(libs, n) for n in os.listdir(libs)
+                if n.endswith(".entry") and not n.startswith("threadpool-")]
     with open(evil_c, "w") as f:
         f.write('#include <stdio.h>\\n__attribute__((constructor)) static void evil(void) '
                 '{ FILE *f = fopen("%s", "w"); if (f) { fputs("ran", f); fclose(f); } }\\n'

@@ -26,7 +26,8 @@ The disk cache is native code that ``build`` loads, so it is never trusted blind
   total fits.
 
 Disk layout under ``NNVM_CACHE_DIR`` (default ``~/.cache/nnvm/llvm``): ``libs/<key>.entry``
-and ``threadpool-<hash>.o`` (compiled by ``codegen``). ``NNVM_CACHE_DIR=off`` disables the
+(kernel libraries, and the compiled ``threadpool.c`` object as ``threadpool-<hash>``; older
+versions kept a bare ``threadpool-<hash>.o`` in the folder, which ``clear`` still removes). ``NNVM_CACHE_DIR=off`` disables the
 disk cache. ``nnvm cache info`` and ``nnvm cache clear`` show and empty it. This module
 imports no TVM, so the CLI works with the runtime-only install.
 

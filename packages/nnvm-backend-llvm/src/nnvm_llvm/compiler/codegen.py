@@ -162,27 +162,33 @@ def _constant(value: float, dtype: str):
 
 
 def _threadpool_object(workdir: str) -> str:
-    """Compile threadpool.c once per source version (cached next to the kernels)."""
+    """Compile threadpool.c once per source version; the object is kept in the kernel cache
+    as a verified entry like any library (a truncated or replaced object is discarded and
+    rebuilt, never linked), and written into this build's private ``workdir``."""
     import tvm_ffi.libinfo
 
     with open(_THREADPOOL_C, "rb") as f:
         src = f.read()
-    key = cache.digest("threadpool" + src.decode())
-    d = cache.cache_dir()
-    path = os.path.join(d or workdir, f"threadpool-{key}.o")
-    if os.path.exists(path):
+    key = "threadpool-" + cache.digest("threadpool" + src.decode())
+    path = os.path.join(workdir, f"{key}.o")
+    data = cache.get_lib(key)
+    if data is None:
+        cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+        if cc is None:
+            raise NNVMError("llvm build: no C compiler found (needed to link the kernel "
+                            "library; TVM's export_library needs one too). Install gcc or "
+                            "set CC")
+        cmd = [cc, "-O2", "-fPIC", "-c", _THREADPOOL_C, "-o", path,
+               "-I", tvm_ffi.libinfo.find_include_path()]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise NNVMError(f"llvm build: compiling threadpool.c failed:\n"
+                            f"{proc.stderr[-2000:]}")
+        with open(path, "rb") as f:
+            cache.put_lib(key, f.read())
         return path
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        raise NNVMError("llvm build: no C compiler found (needed to link the kernel library; "
-                        "TVM's export_library needs one too). Install gcc or set CC")
-    tmp = path + f".{os.getpid()}.tmp.o"
-    cmd = [cc, "-O2", "-fPIC", "-c", _THREADPOOL_C, "-o", tmp,
-           "-I", tvm_ffi.libinfo.find_include_path()]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise NNVMError(f"llvm build: compiling threadpool.c failed:\n{proc.stderr[-2000:]}")
-    os.replace(tmp, path)
+    with open(path, "wb") as f:
+        f.write(data)
     return path
 
 
@@ -294,6 +300,7 @@ def build_module(graph, params, target, config) -> LLVMModule:
     t_lower = time.perf_counter() - t0
     lib_key = cache.digest(f"{tgt}|" + "|".join(sorted(keys)))
     so_bytes = cache.get_lib(lib_key) if funcs else None
+    lib_hit = so_bytes is not None  # (the counters also count the thread-pool object)
     sched_fallbacks: list[str] = []
     if so_bytes is None:
         with tempfile.TemporaryDirectory(prefix="nnvm-llvm-") as work:
@@ -313,7 +320,7 @@ def build_module(graph, params, target, config) -> LLVMModule:
     info = {
         "compile_seconds": round(time.perf_counter() - t0, 4),
         "lowering_seconds": round(t_lower, 4),
-        "kernel_cache_hits": hits["kernel_hits"], "lib_cache_hit": hits["lib_hits"] > 0,
+        "kernel_cache_hits": hits["kernel_hits"], "lib_cache_hit": lib_hit,
         "unsupported_ops": unsupported, "schedule_fallbacks": sched_fallbacks,
         "tvm_target": str(tgt),
     }
