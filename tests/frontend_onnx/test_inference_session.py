@@ -92,3 +92,66 @@ def test_artifact_bytes_run_too(tmp_path):
     sess = nnvm.InferenceSession((tmp_path / "m.nnvm").read_bytes())
     assert [o.name for o in sess.get_outputs()] == ["neg", "relu"]
     assert sess.run(["neg"], {"x": np.ones((2, 3), "float32")})[0].sum() == -6
+
+
+class _Tensor:
+    """A foreign tensor that speaks only DLPack (as PyTorch or JAX tensors do)."""
+
+    def __init__(self, array, device=(1, 0)):
+        self._a, self._device = array, device
+
+    def __dlpack__(self, **kw):
+        if self._device[0] != 1:
+            raise BufferError("the tensor lives on a GPU")
+        return self._a.__dlpack__(**kw)
+
+    def __dlpack_device__(self):
+        return self._device
+
+
+def test_dlpack_inputs_are_shared_and_device_tensors_refused(tmp_path):
+    from nnvm.session import as_host_array
+
+    sess = nnvm.InferenceSession(_two_outputs(batch=2), target="reference",
+                                 cache_dir=str(tmp_path))
+    x = np.array([[-1, 2, -3], [4, -5, 6]], "float32")
+    assert np.shares_memory(as_host_array(_Tensor(x), "x"), x)  # zero-copy
+    (relu,) = sess.run(["relu"], {"x": _Tensor(x)})
+    np.testing.assert_array_equal(relu, np.maximum(x, 0))
+    # and the outputs are DLPack producers
+    np.testing.assert_array_equal(np.from_dlpack(relu), relu)
+    with pytest.raises(ExecutionError, match="cannot be read through DLPack.*cpu"):
+        sess.run(None, {"x": _Tensor(x, device=(2, 0))})
+
+
+@pytest.mark.parametrize("target", ["reference", "llvm"])
+def test_iobinding_writes_into_bound_buffers(tmp_path, target):
+    if target == "llvm":
+        pytest.importorskip("tvm")
+    sess = nnvm.InferenceSession(_two_outputs(batch=2), target=target, cache_dir=str(tmp_path))
+    x = np.array([[-1, 2, -3], [4, -5, 6]], "float32")
+    b = sess.io_binding()
+    b.bind_input("x", x)
+    out = np.full((2, 3), np.nan, "float32")
+    b.bind_output("relu", out)
+    b.bind_output("neg")
+    sess.run_with_iobinding(b)
+    np.testing.assert_array_equal(out, np.maximum(x, 0))  # written in place
+    relu, neg = b.get_outputs()
+    assert relu is out
+    np.testing.assert_array_equal(neg, -x)
+    x[:] = -x  # inputs are bound by reference: refill and run again
+    sess.run_with_iobinding(b)
+    assert b.get_outputs()[1] is neg  # the allocated buffer is reused
+    np.testing.assert_array_equal(out, np.maximum(x, 0))
+    np.testing.assert_array_equal(b.copy_outputs_to_cpu()[1], -x)
+    b.bind_output("relu", np.empty((3, 2), "float32"))
+    with pytest.raises(ExecutionError, match="does not fit"):
+        sess.run_with_iobinding(b)
+    with pytest.raises(ExecutionError, match="no such output"):
+        b.bind_output("nope")
+    with pytest.raises(ExecutionError, match="C-contiguous"):
+        b.bind_output("neg", np.empty((3, 2), "float32").T)
+    other = nnvm.InferenceSession(_two_outputs(batch=2), target=target, cache_dir=str(tmp_path))
+    with pytest.raises(ExecutionError, match="another session"):
+        other.run_with_iobinding(b)

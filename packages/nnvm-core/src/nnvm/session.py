@@ -105,16 +105,47 @@ class InferenceSession:
                 "InferenceSession.run", "input_feed does not match the model's inputs",
                 names, sorted(input_feed),
                 fix=f"Feed exactly {names}" + (f"; unknown: {unknown}" if unknown else "")))
-        feed = {n: np.asarray(v) for n, v in input_feed.items()}
+        feed = {n: as_host_array(v, f"InferenceSession.run: input '{n}'")
+                for n, v in input_feed.items()}
         module = self._fixed or self._module({n: feed[n].shape for n in names})
         outs = dict(zip(module.output_names, module.run(**feed)))
         wanted = list(output_names) if output_names else list(module.output_names)
-        bad = [n for n in wanted if n not in outs]
-        if bad:
-            raise ExecutionError(format_error(
-                "InferenceSession.run", f"unknown output name(s) {bad}",
-                fix=f"Outputs: {list(module.output_names)}"))
+        self._check_output_names(wanted, module.output_names, "InferenceSession.run")
         return [outs[n] for n in wanted]
+
+    @staticmethod
+    def _check_output_names(wanted, known, where: str) -> None:
+        bad = [n for n in wanted if n not in known]
+        if bad:
+            raise ExecutionError(format_error(where, f"unknown output name(s) {bad}",
+                                              fix=f"Outputs: {list(known)}"))
+
+    # -- IOBinding ------------------------------------------------------------------------------
+    def io_binding(self) -> "IOBinding":
+        """An onnxruntime-style binding: inputs bound once by reference, outputs written into
+        buffers you own (``bind_output(name, buffer)``) or allocated once and reused."""
+        return IOBinding(self)
+
+    def run_with_iobinding(self, binding: "IOBinding", run_options: Any = None) -> None:
+        """Run with ``binding``'s inputs; write every bound output into its buffer."""
+        if binding._session is not self:
+            raise ExecutionError(format_error(
+                "InferenceSession.run_with_iobinding", "the binding belongs to another session",
+                fix="Make it with this session's io_binding()"))
+        wanted = list(binding._outputs) or [a.name for a in self._outputs]
+        results = self.run(wanted, binding._inputs)
+        for name, value in zip(wanted, results):
+            buf = binding._outputs.get(name)
+            if buf is None or buf.shape != value.shape or buf.dtype != value.dtype:
+                if name in binding._given:
+                    raise ExecutionError(format_error(
+                        f"IOBinding output '{name}'", "the bound buffer does not fit",
+                        f"{value.shape} {value.dtype}",
+                        None if buf is None else f"{buf.shape} {buf.dtype}",
+                        fix="Bind a C-contiguous array of that shape and dtype, or bind "
+                            "the output without a buffer"))
+                buf = binding._outputs[name] = np.empty_like(value)
+            np.copyto(buf, value, casting="no")
 
     # -- building and caching -------------------------------------------------------------------
     def _module(self, shapes: Mapping[str, tuple]):
@@ -235,3 +266,86 @@ class InferenceSession:
         outs = [make(n, s, d) for n, s, d in zip(module.output_names, module.output_shapes,
                                                  module.output_dtypes)]
         return ins, outs
+
+
+def as_host_array(value: Any, where: str) -> np.ndarray:
+    """``value`` as a NumPy array, without a copy where the producer allows it.
+
+    NumPy arrays pass through; any object with ``__dlpack__`` on the CPU (PyTorch, JAX,
+    CuPy-on-host, another NumPy) is wrapped with ``np.from_dlpack``, sharing its memory;
+    everything else goes through ``np.asarray``. A device tensor (GPU) is refused with the
+    fix, rather than copied behind the caller's back.
+    """
+    if isinstance(value, np.ndarray):
+        return value
+    if hasattr(value, "__dlpack__"):
+        try:
+            return np.from_dlpack(value)
+        except (TypeError, RuntimeError, BufferError, ValueError) as exc:
+            raise ExecutionError(format_error(
+                where, "cannot be read through DLPack", "a CPU tensor", str(exc)[:160],
+                fix="Copy it to host memory first (e.g. tensor.cpu() in PyTorch)")) from None
+    return np.asarray(value)
+
+
+class IOBinding:
+    """Inputs and output buffers bound to one ``InferenceSession`` (onnxruntime's
+    ``IOBinding``): bind once, ``session.run_with_iobinding(binding)`` many times.
+
+    Inputs are kept by reference (NumPy arrays or DLPack CPU tensors, shared, not copied), so
+    refilling an input array in place and running again needs no new binding. Outputs bound
+    with a buffer are written into it (one copy, no allocation per run); outputs bound
+    without one get a buffer on the first run, reused afterwards. The outputs are NumPy
+    arrays, which are DLPack producers themselves (``torch.from_dlpack(out)`` shares them).
+    """
+
+    def __init__(self, session: InferenceSession):
+        self._session = session
+        self._inputs: dict[str, np.ndarray] = {}
+        self._outputs: dict[str, np.ndarray | None] = {}
+        self._given: set[str] = set()
+
+    def bind_input(self, name: str, value: Any) -> None:
+        names = [a.name for a in self._session.get_inputs()]
+        if name not in names:
+            raise ExecutionError(format_error(f"IOBinding.bind_input('{name}')",
+                                              "no such input", names, name))
+        self._inputs[name] = as_host_array(value, f"IOBinding input '{name}'")
+
+    bind_cpu_input = bind_input
+
+    def bind_output(self, name: str, buffer: Any = None) -> None:
+        names = [a.name for a in self._session.get_outputs()]
+        if name not in names:
+            raise ExecutionError(format_error(f"IOBinding.bind_output('{name}')",
+                                              "no such output", names, name))
+        if buffer is None:
+            self._outputs[name] = None
+            self._given.discard(name)
+            return
+        arr = as_host_array(buffer, f"IOBinding output '{name}'")
+        if not arr.flags.c_contiguous or not arr.flags.writeable:
+            raise ExecutionError(format_error(
+                f"IOBinding output '{name}'", "the buffer must be writable and C-contiguous",
+                fix="Pass np.empty(shape, dtype) or a contiguous tensor"))
+        self._outputs[name] = arr
+        self._given.add(name)
+
+    def get_outputs(self) -> list[np.ndarray]:
+        """The bound output buffers, in binding order (after a run)."""
+        missing = [n for n, b in self._outputs.items() if b is None]
+        if missing:
+            raise ExecutionError(format_error("IOBinding.get_outputs", f"outputs {missing} "
+                                              "have no buffer yet",
+                                              fix="Call session.run_with_iobinding first"))
+        return list(self._outputs.values())
+
+    def copy_outputs_to_cpu(self) -> list[np.ndarray]:
+        return [b.copy() for b in self.get_outputs()]
+
+    def clear_binding_inputs(self) -> None:
+        self._inputs.clear()
+
+    def clear_binding_outputs(self) -> None:
+        self._outputs.clear()
+        self._given.clear()
