@@ -148,8 +148,9 @@ def build(graph: Graph | Symbol, target: str | Target | None = None,
         dtype: one dtype name for all inputs, or ``{input: dtype}``.
         params: ``{name: array}`` constant inputs (weights).
         opt_level: 0-3 (default 2, or the enclosing ``build_config``'s).
-        target_host, layout: accepted for NNVM compatibility; layout is applied by the
-            layout passes when nnvm-passes is installed.
+        target_host: accepted for NNVM compatibility.
+        layout: accepted for NNVM compatibility; applied by the layout passes when
+            nnvm-passes is installed.
         log: receives one progress line per step.
         **options: backend-specific build options (e.g. ``num_threads``).
 
