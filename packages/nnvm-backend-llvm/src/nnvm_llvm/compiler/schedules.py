@@ -235,6 +235,10 @@ def schedule_conv2d(sch, func, info: ScheduleInfo) -> bool:
     oc, ow = _extent(sch, c), _extent(sch, j)
     bn = info.conv_block or _pick(oc, (info.lanes, 8, 4, 2))
     reg_n = _pick(ow, (14, 12, 16, 8, 7, 10, 6, 4, 5, 3, 2))
+    if reg_n < 4 and ow > 8:
+        # a prime-ish width (97 STFT frames): an uneven tile of 8 columns (the last one
+        # predicated) still reuses each weight vector 8 times; one column per tile cannot
+        reg_n = 8
     co, ci = sch.split(c, [None, bn])
     jo, ji = sch.split(j, [None, reg_n])
     # cache blocking over input channels: the rows of `rc_bn` channels and their weights

@@ -11,8 +11,9 @@ Layouts:
         MLAS's packed B).
     ``matmul``: weight ``(K, N)`` (ONNX MatMul's right operand) -> ``(N / bn, K, bn)``, the
         same panels as ``dense``.
-    ``conv2d``: weight ``(OC, IC, KH, KW)`` -> ``(OC / bn, IC, KH, KW, bn)``: the output
-        channel block is the vector lane (TVM's ``conv2d_NCHWc`` kernel layout ``OIHW{bn}o``).
+    ``conv2d``: weight ``(OC, IC, KH, KW)`` -> ``(ceil(OC / bn), IC, KH, KW, bn)``,
+        zero-padded: the output channel block is the vector lane (TVM's ``conv2d_NCHWc``
+        kernel layout ``OIHW{bn}o``).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ def pack_matmul(weight: np.ndarray, bn: int) -> np.ndarray:
 
 
 def pack_conv2d(weight: np.ndarray, bn: int) -> np.ndarray:
+    weight = _pad_rows(weight, 0, bn)
     oc, ic, kh, kw = weight.shape
     return np.ascontiguousarray(weight.reshape(oc // bn, bn, ic, kh, kw).transpose(0, 2, 3, 4, 1))
 
@@ -71,4 +73,4 @@ def packed_shape(layout: str, shape: tuple, block: int) -> tuple:
         k, n = shape
         return (-(-n // block), k, block)
     oc, ic, kh, kw = shape
-    return (oc // block, ic, kh, kw, block)
+    return (-(-oc // block), ic, kh, kw, block)

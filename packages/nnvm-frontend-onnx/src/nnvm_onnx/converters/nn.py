@@ -51,9 +51,35 @@ def _conv(ctx, node):
         return [ctx.op("conv2d", *ins, channels=wshape[0], kernel_size=kernel, strides=strides,
                        padding=pads, dilation=dilations, groups=groups,
                        use_bias=bias is not None)]
+    if len(kernel) == 1 and ctx.shape(x) is not None and len(ctx.shape(x)) == 3:
+        return [_conv1d_as_2d(ctx, x, w, bias, wshape, kernel, strides, dilations, pads,
+                              groups)]
     ins = [x, w] + ([bias] if bias is not None else [])
     return [ctx.op("conv", *ins, strides=strides, pads=pads, dilations=dilations,
                    groups=groups, use_bias=bias is not None)]
+
+
+def _conv1d_as_2d(ctx, x, w, bias, wshape, kernel, strides, dilations, pads, groups):
+    """A 1-D convolution as ``conv2d`` over a height-1 image.
+
+    Why: every backend schedules ``conv2d`` (packed weights, register-blocked output
+    channels) and only plainly loops the N-d ``conv``; audio models (STFT as a 1-D conv,
+    wav2vec-style feature extractors, VAD encoders) spent most of their time there. The two
+    reshapes are views, and a constant weight is reshaped here, at import.
+    """
+    n, c, width = (int(d) for d in ctx.shape(x))
+    x4 = reshape_to(ctx, x, (n, c, 1, width))
+    if ctx.is_const(1):
+        w4 = ctx.constant(np.ascontiguousarray(ctx.const(1)).reshape(
+            tuple(wshape[:2]) + (1, kernel[0])))
+    else:
+        w4 = reshape_to(ctx, w, tuple(wshape[:2]) + (1, kernel[0]))
+    ins = [x4, w4] + ([bias] if bias is not None else [])
+    y = ctx.op("conv2d", *ins, channels=wshape[0], kernel_size=(1, kernel[0]),
+               strides=(1, strides[0]), padding=(0, pads[0], 0, pads[1]),
+               dilation=(1, dilations[0]), groups=groups, use_bias=bias is not None)
+    out_w = (width + pads[0] + pads[1] - dilations[0] * (kernel[0] - 1) - 1) // strides[0] + 1
+    return reshape_to(ctx, y, (n, int(wshape[0]), out_w))
 
 
 @converter("ConvTranspose", requires=("conv_transpose",))

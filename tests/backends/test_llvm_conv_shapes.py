@@ -1,0 +1,70 @@
+"""Convolution shapes the llvm templates once handled badly, checked against onnxruntime.
+
+1-D convolutions import as ``conv2d`` over a height-1 image (so they get the blocked conv
+template), output channel counts that no vector block divides are computed into zero-padded
+blocks, and widths with no small divisor get an uneven register tile. Each case is an ONNX
+Conv built with ``onnx.helper`` and compared on ``llvm`` and ``reference``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+pytest.importorskip("tvm")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+import nnvm  # noqa: E402
+
+CASES = {
+    # id: (input shape, weight shape, strides, pads, dilations, group)
+    "stft_prime_oc_prime_width": ((1, 1, 2000), (257, 1, 128), (20,), (0, 0), (1,), 1),
+    "wav2vec_like": ((1, 1, 800), (32, 1, 10), (5,), (0, 0), (1,), 1),
+    "vad_encoder_pad_asym": ((1, 129, 4), (128, 129, 3), (1,), (1, 0), (1,), 1),
+    "odd_channels_dilated": ((2, 5, 37), (7, 5, 3), (2,), (2, 2), (2,), 1),
+    "grouped_1d": ((1, 16, 50), (16, 4, 5), (1,), (2, 2), (1,), 4),
+    "depthwise_1d": ((1, 12, 31), (12, 1, 3), (1,), (1, 1), (1,), 12),
+    "prime_oc_2d": ((1, 3, 13, 11), (17, 3, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
+    "three_classes_1x1": ((1, 8, 9, 9), (3, 8, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1),
+}
+
+
+def _model(xs, ws, strides, pads, dil, group, bias):
+    rng = np.random.default_rng(sum(xs) + sum(ws))
+    w = rng.standard_normal(ws).astype("float32")
+    inits = [numpy_helper.from_array(w, "w")]
+    ins = ["x", "w"]
+    if bias:
+        inits.append(numpy_helper.from_array(rng.standard_normal(ws[0]).astype("float32"), "b"))
+        ins.append("b")
+    node = helper.make_node("Conv", ins, ["y"], strides=list(strides), pads=list(pads),
+                            dilations=list(dil), group=group, kernel_shape=list(ws[2:]))
+    nsp = len(xs) - 2
+    out = [xs[0], ws[0]] + [
+        (xs[2 + i] + pads[i] + pads[nsp + i] - dil[i] * (ws[2 + i] - 1) - 1) // strides[i] + 1
+        for i in range(nsp)]
+    graph = helper.make_graph([node], "conv", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, list(xs))], [helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT, out)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_conv_matches_onnxruntime(case, bias):
+    xs, ws, strides, pads, dil, group = CASES[case]
+    model = _model(xs, ws, strides, pads, dil, group, bias)
+    x = np.random.default_rng(1).standard_normal(xs).astype("float32")
+    want = ort.InferenceSession(model.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    graph, params = nnvm.frontend.from_onnx(model, shape={"x": xs})
+    if len(xs) == 3:  # 1-D imports as conv2d on a height-1 image
+        assert "conv2d" in {n.op.name for n in graph.index.nodes if n.op is not None}
+    for target in ("llvm", "reference"):
+        lib = nnvm.compiler.build(graph, target=target, shape={"x": xs}, params=params)
+        got = lib.run(x=x)[0]
+        assert got.shape == want.shape, target
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=target)
+        assert lib.stats().get("num_fallback_kernels", 0) == 0
