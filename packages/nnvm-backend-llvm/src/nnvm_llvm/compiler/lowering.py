@@ -479,9 +479,16 @@ def conv_block(oc: int, lanes: int) -> int:
 
 
 def _conv_pack(attrs, shapes, ctx):
-    if attrs.get("groups", 1) != 1:
+    groups = attrs.get("groups", 1)
+    if groups == 1:
+        bn = conv_block(shapes[1][0], ctx.vector_lanes)
+        return {1: ("conv2d", bn)} if bn > 1 else {}
+    if _depthwise(attrs, shapes[0][1]):
         return {}
-    bn = conv_block(shapes[1][0], ctx.vector_lanes)
+    # grouped (ResNeXt, RegNet, ShuffleNet): the blocked template applies when a vector of
+    # output channels never straddles two groups, i.e. the block divides channels per group
+    cog = shapes[1][0] // groups
+    bn = next((b for b in (ctx.vector_lanes, ctx.vector_lanes // 2, 4) if cog % b == 0), 1)
     return {1: ("conv2d", bn)} if bn > 1 else {}
 
 
@@ -495,27 +502,34 @@ def _padded(x, pads, name):
 @register("conv2d", "conv2d", pack=_conv_pack, supports=_conv_supports)
 def _conv2d(attrs, ins, outs, ctx):
     x, w = ins[0], ins[1]
-    if attrs.get("groups", 1) != 1 and not _depthwise(attrs, int(x.shape[1])):
+    groups = attrs.get("groups", 1)
+    grouped = groups != 1 and not _depthwise(attrs, int(x.shape[1]))
+    if grouped and 1 not in ctx.packed:
         from .lowering_nn import grouped_conv2d
 
         return grouped_conv2d(attrs, ins, outs, ctx)
     (kh, kw), (sh, sw), (dh, dw), pads = _conv_geometry(attrs)
     (n, oc, oh, ow), dtype = outs[0]
     xp = _padded(x, pads, ctx.name)
-    depthwise = attrs.get("groups", 1) != 1
+    depthwise = groups != 1 and not grouped
     rh, rw = te.reduce_axis((0, kh), "rh"), te.reduce_axis((0, kw), "rw")
     if depthwise:
         y = te.compute((n, oc, oh, ow), lambda b, c, i, j: te.sum(
             xp[b, c, i * sh + rh * dh, j * sw + rw * dw] * w[c, 0, rh, rw], axis=[rh, rw]),
             name="anchor_depthwise")
     else:
-        ic = int(x.shape[1])
+        ic = int(x.shape[1]) // groups  # input channels per group
+        cog = oc // groups
         rc = te.reduce_axis((0, ic), "rc")
         if 1 in ctx.packed:
             bn = ctx.packed[1][1]
             ocp = int(w.shape[0]) * bn  # oc rounded up to the block (zero-padded weights)
+
+            def chan(c):  # the input channel of reduction step rc for output channel c
+                return rc if groups == 1 else (c // cog) * ic + rc
             y = te.compute((n, ocp, oh, ow), lambda b, c, i, j: te.sum(
-                xp[b, rc, i * sh + rh * dh, j * sw + rw * dw] * w[c // bn, rc, rh, rw, c % bn],
+                xp[b, chan(c), i * sh + rh * dh, j * sw + rw * dw] *
+                w[c // bn, rc, rh, rw, c % bn],
                 axis=[rc, rh, rw]), name="anchor_conv2d")
             if ocp != oc:
                 full = y
