@@ -233,6 +233,11 @@ def schedule_conv2d(sch, func, info: ScheduleInfo) -> bool:
         return False
     b, c, i, j, rc, rh, rw = sch.get_loops(anchor)
     oc, ow = _extent(sch, c), _extent(sch, j)
+    if ow < 4 and _extent(sch, i) >= 8:
+        # a column image (H x 1: a 1-D signal laid out along H, as JAX exports Conv1D):
+        # register-tile the rows instead, or every weight vector is used once per load
+        i, j = j, i
+        ow = _extent(sch, j)
     bn = info.conv_block or _pick(oc, (info.lanes, 8, 4, 2))
     reg_n = _pick(ow, (14, 12, 16, 8, 7, 10, 6, 4, 5, 3, 2))
     if reg_n < 4 and ow > 8:
