@@ -322,12 +322,29 @@ def schedule_rows(sch, func, info: ScheduleInfo) -> bool:
         return False
     out = out_blocks[0]
     if _is_reduction(sch, out):
+        # the reduction writes the output itself (a global max/mean over a fused epilogue
+        # such as GELU): partial results in vector lanes, or the fused math runs scalar
+        rf = None
+        for lanes in (info.lanes, info.lanes // 2, 4):
+            rf = _try(_rfactor_lanes, sch, out, lanes)
+            if rf is not None:
+                break
         spatial = [lp for lp, iv in zip(sch.get_loops(out), sch.get(out).iter_vars)
                    if int(iv.iter_type) == 0]
         if len(spatial) > 1:
             spatial = [sch.fuse(*spatial)]
         if spatial and _extent(sch, spatial[0]) > 1:
             _try(sch.parallel, spatial[0])
+        if rf is not None and spatial:
+            _try(sch.compute_at, rf, spatial[0])
+            rf_loops = sch.get_loops(rf)
+            if int(sch.get(rf).iter_vars[-1].iter_type) == 2:  # (lanes, rest): lanes last
+                _try(sch.reorder, rf_loops[-1], rf_loops[-2])
+                rf_loops = sch.get_loops(rf)
+            _try(sch.vectorize, rf_loops[-1])
+            init = _try(sch.decompose_reduction, rf, rf_loops[-2])
+            if init is not None:
+                _try(sch.vectorize, sch.get_loops(init)[-1])
         return True
     loops = sch.get_loops(out)
     if len(loops) < 2:

@@ -349,6 +349,7 @@ class LLVMModule(Module):
         calls, names = [], []
         self._call_nodes: list[list[int]] = []  # node ids of each call (profiler FLOPs)
         self._fallbacks: list[str] = []
+        self._control_flow: list = []  # nodes whose bodies run compiled (subgraphs.py)
         for step in self._plan["steps"]:
             if step["kind"] == "kernel":
                 try:
@@ -365,7 +366,8 @@ class LLVMModule(Module):
                 calls.append(self._reference_call(node, step))
                 names.append(f"reference:{node.op.name}")
                 self._call_nodes.append([step["node"]])
-                self._fallbacks.append(node.op.name)
+                if not node.subgraphs:
+                    self._fallbacks.append(node.op.name)
         self._calls = calls
         self._call_names = names
         self._inputs = [(self._arrays[e], n) for e, n in self._var_entries.items()
@@ -384,6 +386,11 @@ class LLVMModule(Module):
                                               "reference kernel"))
         ins = [self._arrays[e] for e in step["inputs"]]
         outs = [self._arrays[e] for e in step["outputs"]]
+        if node.subgraphs:  # control flow: decided on the host, bodies compiled on first use
+            from .subgraphs import SubgraphRunner
+
+            node.info["subgraph_runner"] = SubgraphRunner(self.target, self.num_threads)
+            self._control_flow.append(node)
 
         def run_reference(*_):
             res = kernel(node, *ins)
@@ -512,6 +519,8 @@ class LLVMModule(Module):
                                            if a is not None)),
             "lib_bytes": len(self._so_bytes),
             "num_threads": self.num_threads,
+            # control-flow steps: the decision on the host, the bodies compiled on first run
+            "control_flow_ops": sorted({n.op.name for n in self._control_flow}),
         })
         s.update(self._build_info)
         return s

@@ -32,9 +32,16 @@ def _hint_dtype(attrs, ins, outs):
 
 
 def _run(node, graph, feed: dict) -> list[np.ndarray]:
-    """Execute one subgraph with its params and ``feed`` (cached interpreter per graph)."""
+    """Execute one subgraph with its params and ``feed``: through the runner a compiled
+    backend installs in ``node.info["subgraph_runner"]`` (it returns None for a body it
+    cannot compile), else with a cached interpreter per graph."""
     from ..interpreter import Interpreter
 
+    runner = node.info.get("subgraph_runner")
+    if runner is not None:
+        outs = runner(graph, feed)
+        if outs is not None:
+            return list(outs)
     cache = node.info.setdefault("_interpreters", {})
     interp = cache.get(id(graph))
     if interp is None:

@@ -51,7 +51,8 @@ def _conv(ctx, node):
         return [ctx.op("conv2d", *ins, channels=wshape[0], kernel_size=kernel, strides=strides,
                        padding=pads, dilation=dilations, groups=groups,
                        use_bias=bias is not None)]
-    if len(kernel) == 1 and ctx.shape(x) is not None and len(ctx.shape(x)) == 3:
+    if len(kernel) == 1 and ctx.shape(x) is not None and len(ctx.shape(x)) == 3 and \
+            ctx.dtype(x) == "float32":  # conv2d accumulates in its dtype; N-d conv in fp32
         return [_conv1d_as_2d(ctx, x, w, bias, wshape, kernel, strides, dilations, pads,
                               groups)]
     ins = [x, w] + ([bias] if bias is not None else [])
