@@ -42,7 +42,7 @@ def test_core_and_package_plugins_are_listed_with_availability():
 
 def test_plugin_str_names_state():
     text = "\n".join(str(p) for p in nnvm.plugins())
-    assert "nnvm 0.1.0 (available)" in text
+    assert f"nnvm {nnvm.__version__} (available)" in text  # metadata = __version__
     for info in nnvm.plugins():
         if not info.available:
             assert f"unavailable: {info.reason}" in text
