@@ -73,3 +73,26 @@ def test_conv_matches_onnxruntime(case, bias):
         assert got.shape == want.shape, target
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=target)
         assert lib.stats().get("num_fallback_kernels", 0) == 0
+
+
+@pytest.mark.parametrize("tokens", [197, 33])
+def test_attention_matmuls_with_prime_token_counts(tokens):
+    """Q K^T (K transposed by its own node, kept materialised) and P V with a token count
+    no tile divides (ViT: 196 patches + 1): uneven, predicated register tiles."""
+    q = helper.make_tensor_value_info("q", TensorProto.FLOAT, [1, 2, tokens, 16])
+    k = helper.make_tensor_value_info("k", TensorProto.FLOAT, [1, 2, tokens, 16])
+    nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+             helper.make_node("MatMul", ["q", "kt"], ["s"]),
+             helper.make_node("Softmax", ["s"], ["p"], axis=-1),
+             helper.make_node("MatMul", ["p", "q"], ["o"])]
+    graph = helper.make_graph(nodes, "attn", [q, k], [helper.make_tensor_value_info(
+        "o", TensorProto.FLOAT, [1, 2, tokens, 16])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    rng = np.random.default_rng(tokens)
+    feed = {n: rng.standard_normal((1, 2, tokens, 16)).astype("float32") for n in ("q", "k")}
+    want = ort.InferenceSession(model.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, feed)[0]
+    shapes = {n: v.shape for n, v in feed.items()}
+    graph, params = nnvm.frontend.from_onnx(model, shape=shapes)
+    lib = nnvm.compiler.build(graph, target="llvm", shape=shapes, params=params)
+    np.testing.assert_allclose(lib.run(**feed)[0], want, rtol=1e-4, atol=1e-5)

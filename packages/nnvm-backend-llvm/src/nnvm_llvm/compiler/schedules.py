@@ -207,6 +207,12 @@ def schedule_batch_matmul(sch, func, info: ScheduleInfo) -> bool:
     m, n = _extent(sch, i), _extent(sch, j)
     nr = _pick(n, (2 * info.lanes, info.lanes, 8, 4, 2))
     mr = _pick(m, (6, 4, 8, 3, 2)) if nr >= 2 * info.lanes else _pick(m, (8, 6, 4, 3, 2))
+    # ViT's 197 tokens (196 patches + class token) divide by nothing: uneven tiles (the last
+    # one predicated) instead of 1 x 1 scalar ones, as for conv widths
+    if nr < 4 and n >= 2 * info.lanes:
+        nr = info.lanes
+    if mr < 3 and m >= 16:
+        mr = 4
     io, ii = sch.split(i, [None, mr])
     jo, ji = sch.split(j, [None, nr])
     sch.reorder(*batch, io, jo, k, ii, ji)
@@ -392,7 +398,11 @@ def _rfactor_lanes(sch, block, lanes: int):
     return sch.rfactor(ri, factor_axis=ndim)
 
 
-KEEP = {"conv2d": ("pad_",), "depthwise": ("pad_",), "pool": ("pad_",)}
+#: blocks a template keeps materialised instead of inlining: conv padding, and for
+#: activation x activation matmuls a transposed operand (attention's K^T): inlined, every
+#: vector load of B along j would be a strided gather (ViT's QK^T ran at 5 GFLOP/s)
+KEEP = {"conv2d": ("pad_",), "depthwise": ("pad_",), "pool": ("pad_",),
+        "matmul": ("T_transpose",)}
 
 
 def schedule(func, info: ScheduleInfo):
