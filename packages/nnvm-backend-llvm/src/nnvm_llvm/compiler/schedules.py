@@ -343,14 +343,7 @@ def schedule_rows(sch, func, info: ScheduleInfo) -> bool:
             _try(sch.parallel, spatial[0])
         if rf is not None and spatial:
             _try(sch.compute_at, rf, spatial[0])
-            rf_loops = sch.get_loops(rf)
-            if int(sch.get(rf).iter_vars[-1].iter_type) == 2:  # (lanes, rest): lanes last
-                _try(sch.reorder, rf_loops[-1], rf_loops[-2])
-                rf_loops = sch.get_loops(rf)
-            _try(sch.vectorize, rf_loops[-1])
-            init = _try(sch.decompose_reduction, rf, rf_loops[-2])
-            if init is not None:
-                _try(sch.vectorize, sch.get_loops(init)[-1])
+            _vectorize_partials(sch, rf)
         return True
     loops = sch.get_loops(out)
     if len(loops) < 2:
@@ -368,16 +361,22 @@ def schedule_rows(sch, func, info: ScheduleInfo) -> bool:
     total = _extent(sch, outer) * _extent(sch, sch.get_loops(out)[-1])
     if total >= PARALLEL_MIN_WORK // 4 and _extent(sch, outer) > 1:
         _try(sch.parallel, outer)
-    for rf in rfs:  # vectorise before decompose_reduction (after it, TVM refuses)
-        rf_loops = sch.get_loops(rf)
-        if int(sch.get(rf).iter_vars[-1].iter_type) == 2:  # compute_at made (lanes, rest)
-            _try(sch.reorder, rf_loops[-1], rf_loops[-2])
-            rf_loops = sch.get_loops(rf)
-        _try(sch.vectorize, rf_loops[-1])
-        init = _try(sch.decompose_reduction, rf, rf_loops[-2])
-        if init is not None:
-            _try(sch.vectorize, sch.get_loops(init)[-1])
+    for rf in rfs:
+        _vectorize_partials(sch, rf)
     return True
+
+
+def _vectorize_partials(sch, rf) -> None:
+    """Vectorise an rfactor block over its lanes axis, then split off its init (vectorise
+    before decompose_reduction: after it, TVM refuses)."""
+    rf_loops = sch.get_loops(rf)
+    if int(sch.get(rf).iter_vars[-1].iter_type) == 2:  # compute_at made (lanes, rest)
+        _try(sch.reorder, rf_loops[-1], rf_loops[-2])
+        rf_loops = sch.get_loops(rf)
+    _try(sch.vectorize, rf_loops[-1])
+    init = _try(sch.decompose_reduction, rf, rf_loops[-2])
+    if init is not None:
+        _try(sch.vectorize, sch.get_loops(init)[-1])
 
 
 def _rfactor_lanes(sch, block, lanes: int):
