@@ -294,8 +294,10 @@ class IOBinding:
 
     Inputs are kept by reference (NumPy arrays or DLPack CPU tensors, shared, not copied), so
     refilling an input array in place and running again needs no new binding. Outputs bound
-    with a buffer are written into it (one copy, no allocation per run); outputs bound
-    without one get a buffer on the first run, reused afterwards. The outputs are NumPy
+    with a buffer are written into it (one copy from the module's result; the buffer itself
+    is reused, not reallocated); outputs bound without one get a buffer on the first run,
+    reused afterwards. Not yet zero-copy: the module still returns fresh result arrays that
+    are copied into the buffers. The outputs are NumPy
     arrays, which are DLPack producers themselves (``torch.from_dlpack(out)`` shares them).
     """
 
