@@ -5,15 +5,22 @@ model's own names, ``get_inputs()``/``get_outputs()``, and a second session that
 well under a second. This composes what exists: the frontend imports, ``compiler.build``
 compiles, and compiled artifacts are cached on disk by the model's sha256, the target, the opt
 level, the input shapes and frozen inputs, so the next session (or process) loads the cached
-``.nnvm`` instead of compiling. A model whose inputs have symbolic dimensions (and no
-``shape=``) is compiled on first use for the shapes fed, one cached module per shape
-signature, so new batch sizes cost one build each, not one per call.
+``.nnvm`` instead of compiling.
+
+A model whose inputs share one symbolic dimension (a batch ``N``, declared by the model or
+named in ``shape=``) is compiled once, for ``batch_bucket`` samples, when its samples are
+independent (``nnvm.compiler.batch_axis`` proves it; the proof is cached beside the
+artifact), and every batch size runs by splitting the feed into runs of that size
+(``nnvm.runtime.batching``): no recompilation for a new batch size. A model whose batch
+cannot be split (or with several symbolic dimensions) is compiled on first use for each
+shape fed, one cached module per shape signature, and the reason is logged once.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import tempfile
 import threading
@@ -23,6 +30,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .errors import ExecutionError, NNVMError, format_error
+
+logger = logging.getLogger("nnvm.session")
 
 _ONNX_TYPES = {"float32": "float", "float64": "double", "int64": "int64", "int32": "int32",
                "int8": "int8", "uint8": "uint8", "bool": "bool", "float16": "float16",
@@ -52,17 +61,20 @@ class InferenceSession:
     Args:
         model: ``.onnx`` / ``.nnvm`` path, or the file's bytes.
         target: ``reference``, ``llvm``, ``opencl``...; None picks the best available.
-        shape: ``{input: shape}`` for symbolic dimensions; left out, they are taken from the
-            first feed of each shape (one compile per shape signature, cached).
+        shape: ``{input: shape}`` to fix symbolic dimensions (ints) or to name a free batch
+            (``("N", 3, 224, 224)``); dimensions left symbolic run any size (see above).
         freeze: ``{input: value}`` bound as constants at import (e.g. a sample rate).
         opt_level: optimisation level (default 3).
         cache_dir: where compiled artifacts go (default ``$NNVM_CACHE_DIR/sessions`` or
             ``~/.cache/nnvm/sessions``); ``False`` disables the disk cache.
+        batch_bucket: the batch a symbolic-batch model is compiled for (default 1: no
+            padding ever; larger values trade padding of the last run for fewer, wider runs).
     """
 
     def __init__(self, model: Any, target: str | None = None, *,
                  shape: Mapping | None = None, freeze: Mapping | None = None,
-                 opt_level: int = 3, cache_dir: str | bool | None = None):
+                 opt_level: int = 3, cache_dir: str | bool | None = None,
+                 batch_bucket: int = 1):
         self._lock = threading.Lock()
         self._modules: dict[tuple, Any] = {}
         data, path = self._read(model)
@@ -76,7 +88,9 @@ class InferenceSession:
 
         self.target = str(parse_target(target)) if target is not None else best_target()
         self._onnx = data
-        self._shape = {k: tuple(int(d) for d in v) for k, v in (shape or {}).items()}
+        self._shape = {k: tuple(d if isinstance(d, str) else int(d) for d in v)
+                       for k, v in (shape or {}).items()}
+        self._bucket = int(batch_bucket)
         self._freeze = {k: np.asarray(v) for k, v in (freeze or {}).items()}
         self._opt_level = opt_level
         self._cache = None if cache_dir is False else _cache_root(
@@ -85,6 +99,8 @@ class InferenceSession:
         self._fixed = None
         if all(all(isinstance(d, int) for d in a.shape) for a in self._inputs):
             self._fixed = self._module({a.name: a.shape for a in self._inputs})
+        else:
+            self._fixed = self._any_batch()
 
     # -- onnxruntime's API ----------------------------------------------------------------------
     def get_inputs(self) -> list[NodeArg]:
@@ -148,6 +164,75 @@ class InferenceSession:
             np.copyto(buf, value, casting="no")
 
     # -- building and caching -------------------------------------------------------------------
+    @property
+    def builds(self) -> int:
+        """How many modules this session has compiled or loaded (one per shape signature):
+        a symbolic-batch model that splits its batch stays at one whatever the batch fed."""
+        return len(self._modules)
+
+    def _any_batch(self):
+        """The batch-splitting module for the symbolic inputs, or None (compile per shape)."""
+        from .compiler.batch_axis import BatchPlan
+        from .compiler.symbolic_batch import concrete, plan_batch
+        from .runtime.batching import BatchedModule
+
+        shape = {a.name: tuple(d if isinstance(d, int) else (d or f"?{a.name}.{k}")
+                               for k, d in enumerate(a.shape)) for a in self._inputs}
+        name, plan = self._cached_plan(shape)
+        if plan is None:
+            name, plan = plan_batch(self._import, shape)
+            self._store_plan(shape, name, plan)
+        if not isinstance(plan, BatchPlan):
+            logger.warning("InferenceSession: compiling once per input shape: %s", plan)
+            return None
+        module = self._module(concrete(shape, self._bucket))
+        return BatchedModule(module, plan, self._bucket, name)
+
+    def _plan_path(self, shape: dict) -> str | None:
+        if self._cache is None:
+            return None
+        return os.path.join(self._cache, self._cache_key({"batch_plan": shape}) + ".plan.json")
+
+    def _cached_plan(self, shape: dict):
+        from .compiler.batch_axis import BatchPlan
+
+        path = self._plan_path(shape)
+        try:
+            with open(path or "", encoding="utf-8") as f:
+                data = json.load(f)
+            if "reason" in data:
+                return data["name"], str(data["reason"])
+            return data["name"], BatchPlan({k: int(v) for k, v in data["inputs"].items()},
+                                           tuple(data["outputs"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return "", None
+
+    def _store_plan(self, shape: dict, name: str, plan) -> None:
+        from .compiler.batch_axis import BatchPlan
+
+        path = self._plan_path(shape)
+        if path is None:
+            return
+        data = {"name": name, "inputs": plan.inputs, "outputs": list(plan.outputs)} \
+            if isinstance(plan, BatchPlan) else {"name": name, "reason": plan}
+
+        def write(tmp: str) -> None:
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump(data, f)
+        self._write_atomic(path, write)
+
+    def _write_atomic(self, path: str, write) -> None:
+        """``write(tmp)`` then rename onto ``path``; a read-only cache only costs the next
+        session the work again."""
+        try:
+            os.makedirs(self._cache, mode=0o700, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self._cache, suffix=".tmp")
+            os.close(fd)
+            write(tmp)
+            os.replace(tmp, path)
+        except OSError:
+            pass
+
     def _module(self, shapes: Mapping[str, tuple]):
         key = tuple(sorted((k, tuple(int(d) for d in v)) for k, v in shapes.items()))
         with self._lock:
@@ -160,7 +245,8 @@ class InferenceSession:
 
         h = hashlib.sha256(self._onnx)
         h.update(json.dumps({"target": self.target, "opt": self._opt_level, "nnvm": __version__,
-                             "shapes": {k: list(v) for k, v in sorted(shapes.items())},
+                             "shapes": {k: v if isinstance(v, dict) else list(v)
+                                        for k, v in sorted(shapes.items())},
                              "freeze": {k: [str(v.dtype), v.tolist()]
                                         for k, v in sorted(self._freeze.items())}},
                             sort_keys=True).encode())
@@ -183,14 +269,7 @@ class InferenceSession:
         module = build(graph, target=self.target, shape=shapes, params=params,
                        opt_level=self._opt_level)
         if path is not None:
-            try:
-                os.makedirs(self._cache, mode=0o700, exist_ok=True)
-                fd, tmp = tempfile.mkstemp(dir=self._cache, suffix=".nnvm.tmp")
-                os.close(fd)
-                module.export(tmp)
-                os.replace(tmp, path)
-            except OSError:  # a read-only cache only costs the next session a compile
-                pass
+            self._write_atomic(path, module.export)
         return module
 
     def _import(self, shapes: dict):

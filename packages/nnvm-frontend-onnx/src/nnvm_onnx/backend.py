@@ -10,10 +10,16 @@ The target comes from ``target=`` or ``NNVM_TARGET``; default: the best availabl
 ``prepare(model, shape={...}, dtype=...)`` compiles for those input shapes at once (as an
 onnxruntime session does when it is created), so the first ``run`` with them does not pay the
 build; other keyword arguments are build options (``opt_level``, ``num_threads``...).
+
+A model whose inputs share one symbolic dimension (the batch; or ``shape={"x": ("N", 3, 224,
+224)}`` at prepare) is compiled once, for ``batch_bucket`` samples (default 1), when its
+samples are independent, and every batch size then runs without recompiling (see
+``nnvm.compiler.symbolic_batch``); otherwise it falls back to one build per input signature.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any, Sequence
 
@@ -21,10 +27,15 @@ import numpy as np
 from onnx.backend.base import Backend as _OnnxBackend
 from onnx.backend.base import BackendRep
 
+from nnvm.compiler.batch_axis import BatchPlan
+from nnvm.compiler.symbolic_batch import concrete, is_symbolic, plan_batch
 from nnvm.errors import NNVMError, format_error
+from nnvm.runtime.batching import BatchedModule
 
 from .errors import NeedsConstantError
 from .importer import regroup
+
+logger = logging.getLogger("nnvm.onnx")
 
 
 def _default_target() -> str | None:
@@ -55,12 +66,18 @@ class NNVMBackendRep(BackendRep):
         self.model = model
         self.target = target
         self.opt_level = opt_level
+        self.bucket = int(options.pop("batch_bucket", 1))
         self.options = options
         inits = {t.name for t in model.graph.initializer}
         self.input_names = [i.name for i in model.graph.input if i.name not in inits]
         self._cache: dict[Any, tuple] = {}
         self._frozen: set[str] = set()
-        if shape:
+        #: the batch-splitting module (None: not tried yet, False: not applicable)
+        self._any_batch: Any = None
+        self.builds = 0
+        if shape and is_symbolic(shape):
+            self._batched(dict(shape), self._declared_dtypes(dtype))
+        elif shape:
             self._compile(self._example_feed(shape, dtype))
 
     def _example_feed(self, shape: dict, dtype: Any) -> dict:
@@ -96,6 +113,68 @@ class NNVMBackendRep(BackendRep):
                     fix=str(exc))) from None
         return feed
 
+    def _declared_dtypes(self, dtype: Any = None) -> dict:
+        from onnx import helper
+
+        out = {}
+        for i in self.model.graph.input:
+            if i.name in self.input_names:
+                want = dtype.get(i.name) if isinstance(dtype, dict) else dtype
+                elem = i.type.tensor_type.elem_type
+                if want is None and elem:
+                    want = helper.tensor_dtype_to_np_dtype(elem)
+                if want is not None:
+                    out[i.name] = np.dtype(want).name
+        return out
+
+    def _declared_shapes(self) -> dict | None:
+        """The inputs' declared dims, symbolic ones as names (an unnamed one gets its own)."""
+        shapes = {}
+        for i in self.model.graph.input:
+            if i.name not in self.input_names:
+                continue
+            tt = i.type.tensor_type
+            if not i.type.HasField("tensor_type") or not tt.HasField("shape"):
+                return None
+            shapes[i.name] = tuple(d.dim_value if d.HasField("dim_value") else
+                                   (d.dim_param or f"?{i.name}.{k}")
+                                   for k, d in enumerate(tt.shape.dim))
+        return shapes
+
+    def _batched(self, shape: dict | None, dtypes: dict):
+        """The module that runs every batch size of a model with a symbolic batch, built
+        once; None when the model has none or its samples are not independent."""
+        if self._any_batch is None:
+            self._any_batch = False
+            if shape and is_symbolic(shape):
+                import nnvm
+
+                def import_at(shapes):
+                    from .importer import import_model
+                    return import_model(self.model, shape=shapes, dtype=dtypes, check=False,
+                                        static_shapes=True)
+
+                def build_at(graph, params, shapes):
+                    self.builds += 1
+                    if graph.attrs.get("onnx_output_structure"):
+                        raise NNVMError("sequence outputs are not split along a batch")
+                    return nnvm.compiler.build(graph, target=self.target, shape=shapes,
+                                               dtype=dtypes, params=params,
+                                               opt_level=self.opt_level, **self.options)
+                try:
+                    name, plan = plan_batch(import_at, shape, dtypes)
+                    if isinstance(plan, BatchPlan):
+                        graph, params = import_at(concrete(shape, self.bucket))
+                        self._any_batch = BatchedModule(
+                            build_at(graph, params, concrete(shape, self.bucket)), plan,
+                            self.bucket, name)
+                    else:
+                        logger.warning("onnx backend: one build per input shape: %s", plan)
+                except (NNVMError, NeedsConstantError) as exc:
+                    logger.warning("onnx backend: one build per input shape: %s",
+                                   str(exc).splitlines()[0])
+        return self._any_batch or None
+
     def run(self, inputs: Any, **kwargs: Any) -> tuple:
         if isinstance(inputs, dict):
             feed = {k: _feed_value(v) for k, v in inputs.items()}
@@ -103,6 +182,13 @@ class NNVMBackendRep(BackendRep):
             if isinstance(inputs, np.ndarray) or not isinstance(inputs, (list, tuple)):
                 inputs = [inputs]
             feed = {n: _feed_value(v) for n, v in zip(self.input_names, inputs)}
+        if all(isinstance(v, np.ndarray) for v in feed.values()) and \
+                self._key(feed, self._frozen) not in self._cache:
+            batched = self._batched(self._declared_shapes(),
+                                    {k: v.dtype.name for k, v in feed.items()})
+            if batched is not None and sorted(feed) == sorted(batched.input_names) and all(
+                    batched._shape_fits(k, v.shape) for k, v in feed.items()):
+                return tuple(batched.run(**feed))
         module, frozen, structure = self._compile(feed)
         flat = _flat_feed({k: v for k, v in feed.items() if k not in frozen})
         outs = module.run(**{k: v for k, v in flat.items() if k in module.input_names})
@@ -145,6 +231,7 @@ class NNVMBackendRep(BackendRep):
         dtypes = graph.attrs.get("dtype_inputs", {})
         module = nnvm.compiler.build(graph, target=self.target, shape=shapes, dtype=dtypes,
                                      params=params, opt_level=self.opt_level, **self.options)
+        self.builds += 1
         self._frozen |= frozen
         entry = (module, frozen, graph.attrs.get("onnx_output_structure"))
         self._cache[self._key(feed, frozen)] = entry

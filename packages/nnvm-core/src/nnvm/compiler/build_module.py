@@ -20,6 +20,7 @@ from ..ir import Graph
 from ..pass_manager import apply_passes, opt_level_passes
 from ..passes.infer_engine import first_unknown
 from ..symbol import Symbol
+from .symbolic_batch import build_any_batch, is_symbolic
 
 _config: contextvars.ContextVar[BuildConfig | None] = contextvars.ContextVar(
     "nnvm_build_config", default=None)
@@ -144,7 +145,10 @@ def build(graph: Graph | Symbol, target: str | Target | None = None,
         graph: a Graph or Symbol.
         target: ``"reference"``, ``"llvm"``, ``"opencl"``, ``"cuda"`` with options in TVM
             style (``"llvm -mcpu=native"``); None picks the best available target.
-        shape: ``{input: shape}``; params' shapes are added automatically.
+        shape: ``{input: shape}``; params' shapes are added automatically. A name in place
+            of a dimension (``("N", 3, 224, 224)``) leaves the batch free: the module then runs
+            any batch size, built once when the samples are independent (see
+            ``nnvm.compiler.symbolic_batch``), else once per batch size.
         dtype: one dtype name for all inputs, or ``{input: dtype}``.
         params: ``{name: array}`` constant inputs (weights).
         opt_level: 0-3 (default 2, or the enclosing ``build_config``'s).
@@ -152,7 +156,8 @@ def build(graph: Graph | Symbol, target: str | Target | None = None,
         layout: accepted for NNVM compatibility; applied by the layout passes when
             nnvm-passes is installed.
         log: receives one progress line per step.
-        **options: backend-specific build options (e.g. ``num_threads``).
+        **options: backend-specific build options (e.g. ``num_threads``);
+            ``batch_bucket`` (default 1) is the batch a symbolic-batch module is compiled for.
 
     Returns:
         A ``nnvm.runtime.Module``: ``run``, ``set_input``/``get_output``, ``stats``, ``export``.
@@ -164,6 +169,13 @@ def build(graph: Graph | Symbol, target: str | Target | None = None,
     tgt = parse_target(target)
     backend = get_backend(tgt.kind)
     check_target(backend, tgt)  # option values (-mcpu=...) before any work
+    bucket = options.pop("batch_bucket", 1)
+    if is_symbolic(shape):
+        def build_at(g, p, shapes):
+            return build(g, tgt, shapes, dtype, p, level, target_host, layout, log, **options)
+        whole = _to_graph(graph)
+        return build_any_batch(lambda shapes: (whole, dict(params or {})), build_at, shape, target=str(tgt),
+                               bucket=bucket, dtype=dtype)
     g, params = optimize(graph, shape, dtype, params, level, log)
     if layout is not None:
         g = g.with_attrs(layout_inputs=layout)

@@ -125,11 +125,17 @@ class Module:
                     f"input '{name}'", "wrong dtype: the value cannot be converted without "
                     "changing its kind", want_dtype, arr.dtype.name,
                     fix=f"Pass a NumPy array of dtype '{want_dtype}'"))
-        if want_shape is not None and tuple(arr.shape) != tuple(want_shape):
+        if want_shape is not None and not self._shape_fits(name, tuple(arr.shape)):
             raise ExecutionError(format_error(f"input '{name}'", "wrong shape", tuple(want_shape),
                                               tuple(arr.shape), fix="The module was compiled "
-                                              "for that shape; rebuild with shape=... to change"))
+                                              "for that shape; rebuild with shape=... to change"
+                                              " (a name such as 'N' leaves a dimension free)"))
         return arr
+
+    def _shape_fits(self, name: str, shape: tuple) -> bool:
+        """Whether ``shape`` may be fed to input ``name``; a module with a free (symbolic)
+        dimension overrides it (``nnvm.runtime.batching``)."""
+        return shape == tuple(self.input_shapes[name])
 
     def _store(self, name: str, arr: np.ndarray) -> None:
         """Keep a checked value as module state (caller holds the lock)."""

@@ -1,0 +1,142 @@
+"""Issue 17, Done-when: a model built with a symbolic batch runs batches 1, 3 and 8 without
+recompiling, matching onnxruntime, on ``reference`` and ``llvm``; the ``onnx.backend`` adapter
+and ``InferenceSession`` use it, and a graph whose samples are not independent falls back
+to one build per batch size, saying why."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper  # noqa: E402
+
+import nnvm  # noqa: E402
+from dynamic_models import small_cnn, tiny_transformer  # noqa: E402
+from onnx_test_helpers import make_model, ort_run, tensor  # noqa: E402
+
+MODELS = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "models")
+BATCHES = (1, 3, 8)
+
+
+def _digits():
+    return onnx.load(os.path.join(MODELS, "digits_mlp.onnx"))
+
+
+#: (model factory, input name, feed factory): a real exported MLP, a PyTorch-style CNN and
+#: a one-block transformer whose reshapes take the batch from a Shape subgraph
+CASES = {
+    "digits_mlp": (_digits, "data",
+                   lambda n: np.random.default_rng(n).random((n, 64), dtype="float32")),
+    "small_cnn": (small_cnn, "x",
+                  lambda n: np.random.default_rng(n).standard_normal((n, 3, 8, 8), "float32")),
+    "tiny_transformer": (tiny_transformer, "ids",
+                         lambda n: np.random.default_rng(n).integers(0, 11, (n, 6))),
+}
+
+
+def _target(name: str) -> str:
+    if name == "llvm":
+        pytest.importorskip("tvm")
+    return name
+
+
+def _check(got, want):
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("target", ["reference", "llvm"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_session_runs_batches_1_3_8_with_one_build(tmp_path, case, target):
+    make, name, feed = CASES[case]
+    model = make()
+    sess = nnvm.InferenceSession(model.SerializeToString(), target=_target(target),
+                                 cache_dir=str(tmp_path))
+    assert sess.get_inputs()[0].shape[0] == "N"
+    for n in BATCHES:
+        _check(sess.run(None, {name: feed(n)}), ort_run(model, {name: feed(n)}))
+    assert sess.builds == 1
+    assert sess._fixed.runs == sum(BATCHES)  # bucket 1: one run per sample
+
+
+@pytest.mark.parametrize("target", ["reference", "llvm"])
+def test_onnx_backend_runs_batches_1_3_8_with_one_build(target):
+    from nnvm_onnx import backend
+
+    model = tiny_transformer()
+    rep = backend.prepare(model, target=_target(target))
+    for n in BATCHES:
+        ids = CASES["tiny_transformer"][2](n)
+        _check(list(rep.run([ids])), ort_run(model, {"ids": ids}))
+    assert rep.builds == 1
+
+
+def test_onnx_backend_prepare_with_a_named_batch_builds_at_prepare():
+    from nnvm_onnx import backend
+
+    model = small_cnn()
+    rep = backend.prepare(model, target="reference", shape={"x": ("N", 3, 8, 8)},
+                          batch_bucket=4)
+    assert rep.builds == 1
+    for n in (3, 4, 9):  # padded, exact, two full runs and a padded one
+        x = CASES["small_cnn"][2](n)
+        _check(list(rep.run({"x": x})), ort_run(model, {"x": x}))
+    assert rep.builds == 1
+
+
+def test_build_with_a_named_batch_on_the_original_api():
+    """``nnvm.compiler.build(graph, shape={"data": ("N", 64)})`` on the NNVM-JSON digits
+    model: one module for every batch size, equal to the same graph built per size."""
+    with open(os.path.join(MODELS, "digits_mlp.json"), encoding="utf-8") as f:
+        graph = nnvm.graph.load_json(f.read())
+    with open(os.path.join(MODELS, "digits_mlp.params"), "rb") as f:
+        params = nnvm.compiler.load_param_dict(f.read())
+    lib = nnvm.compiler.build(graph, "reference", shape={"data": ("N", 64)}, params=params)
+    assert lib.input_shapes["data"] == ("N", 64)
+    samples = np.load(os.path.join(MODELS, "digits_mlp.samples.npz"))
+    x = samples[samples.files[0]].astype("float32").reshape(-1, 64)[:5]
+    fixed = nnvm.compiler.build(graph, "reference", shape={"data": x.shape}, params=params)
+    for n in (1, 3, 5):
+        np.testing.assert_allclose(lib.run(data=x[:n])[0], fixed.run(data=x)[0][:n],
+                                   rtol=1e-5, atol=1e-7)
+    assert lib.runs == 9
+    with pytest.raises(nnvm.NNVMError, match="wrong shape"):
+        lib.run(data=np.zeros((2, 63), "float32"))
+
+
+def _sum_over_batch():
+    """``x - mean(x, axis=0)``: every output sample depends on the whole batch."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])
+    nodes = [helper.make_node("ReduceMean", ["x", "axes"], ["m"], keepdims=1),
+             helper.make_node("Sub", ["x", "m"], ["y"])]
+    return make_model(nodes, [x], [y], [tensor("axes", np.array([0], "int64"))], opset=18)
+
+
+def test_a_batch_reduction_falls_back_to_one_build_per_size(tmp_path, caplog):
+    model = _sum_over_batch()
+    with caplog.at_level(logging.WARNING, logger="nnvm"):
+        sess = nnvm.InferenceSession(model.SerializeToString(), target="reference",
+                                     cache_dir=str(tmp_path))
+    assert "reduces over the batch" in caplog.text
+    for n in BATCHES:
+        x = np.random.default_rng(n).standard_normal((n, 4), "float32")
+        _check(sess.run(None, {"x": x}), ort_run(model, {"x": x}))
+    assert sess.builds == 3
+
+
+def test_cached_plan_skips_the_analysis_in_the_next_session(tmp_path, monkeypatch):
+    model = small_cnn().SerializeToString()
+    nnvm.InferenceSession(model, target="reference", cache_dir=str(tmp_path))
+    import nnvm.compiler.symbolic_batch as sb
+
+    monkeypatch.setattr(sb, "plan_batch", lambda *a, **k: pytest.fail("re-analysed"))
+    sess = nnvm.InferenceSession(model, target="reference", cache_dir=str(tmp_path))
+    assert sess.run(None, {"x": np.ones((2, 3, 8, 8), "float32")})[0].shape == (2, 5)
