@@ -15,7 +15,8 @@ from ..ir import Graph
 
 def infer_attr(graph: Graph, *, name: str, inputs_key: str, var_key: str,
                legacy_var_key: str, rule_key: str, default_rule: Callable | None,
-               normalize: Callable[[Any, str], Any], error_cls: type[NNVMError]) -> Graph:
+               normalize: Callable[[Any, str], Any], error_cls: type[NNVMError],
+               check: Callable[[Any, str], None] | None = None) -> Graph:
     """Infer one per-entry attribute (``shape`` or ``dtype``) over the whole graph.
 
     Returns a graph with ``name`` (list per entry, None = unknown) and
@@ -70,6 +71,8 @@ def infer_attr(graph: Graph, *, name: str, inputs_key: str, var_key: str,
             for k, (e, a, b) in enumerate(zip(eids, old, new)):
                 if b is None or a == b:
                     continue
+                if check is not None:
+                    check(b, f"{node_where(node)}, {side} '{_label(node, side, k)}'")
                 if a is not None:
                     label = _label(node, side, k)
                     raise error_cls(format_error(

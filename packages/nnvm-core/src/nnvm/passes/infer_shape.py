@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from ..errors import ShapeError
+import math
+
+from ..errors import ShapeError, format_error
 from ..ir import Graph
 from ..pass_manager import register_pass
 from ..params import Param, parse_value
@@ -18,6 +20,21 @@ def _normalize(value, where: str) -> tuple[int, ...]:
     return shape
 
 
+def _bounded(shape: tuple[int, ...], where: str) -> None:
+    """Refuse a rule's output shape no buffer could hold (a Resize scale of -1e30, a 2**40
+    ConstantOfShape...) here, naming the node, rather than as an OverflowError or
+    MemoryError wherever the size is first computed (memory planning, allocation)."""
+    from ..runtime.artifact import MAX_ENTRY_ELEMENTS
+
+    if any(d < 0 for d in shape) or math.prod(shape) > MAX_ENTRY_ELEMENTS:
+        raise ShapeError(format_error(where, "has an impossible shape (a negative size, or "
+                                             "more elements than any buffer)",
+                                      f"sizes >= 0, at most {MAX_ENTRY_ELEMENTS} elements",
+                                      shape,
+                                      fix="Check the input shapes and the op's attributes "
+                                          "or size inputs (scales, repeats, shape values)"))
+
+
 @register_pass("InferShape", provides=("shape", "shape_num_unknown_nodes"), opt_level=0)
 def infer_shape(graph: Graph) -> Graph:
     """Infer the shape of every entry (forward and backward sweeps).
@@ -28,4 +45,4 @@ def infer_shape(graph: Graph) -> Graph:
     """
     return infer_attr(graph, name="shape", inputs_key="shape_inputs", var_key="shape",
                       legacy_var_key="__shape__", rule_key="FInferShape", default_rule=None,
-                      normalize=_normalize, error_cls=ShapeError)
+                      normalize=_normalize, error_cls=ShapeError, check=_bounded)
