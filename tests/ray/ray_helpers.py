@@ -1,0 +1,35 @@
+"""Helpers of the Ray tests: the MLP they run and the oracle (the artifact run directly)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: The artifact's compiled batch: rows run in chunks of this many.
+BATCH = 4
+FEATURES = 8
+
+
+def build_mlp(target: str = "reference"):
+    """A two-layer MLP over ``x: (BATCH, FEATURES)`` built with ``nnvm.symbol``."""
+    import nnvm
+    from nnvm import sym
+
+    x = sym.Variable("x")
+    h = sym.relu(sym.dense(x, units=16, name="fc1"))
+    y = sym.softmax(sym.dense(h, units=3, name="fc2"), name="prob")
+    rng = np.random.default_rng(7)
+    params = {"fc1_weight": rng.standard_normal((16, FEATURES)),
+              "fc1_bias": rng.standard_normal(16),
+              "fc2_weight": rng.standard_normal((3, 16)), "fc2_bias": rng.standard_normal(3)}
+    params = {k: v.astype("float32") for k, v in params.items()}
+    return nnvm.compiler.build(nnvm.graph.create(y), target=target,
+                               shape={"x": (BATCH, FEATURES)}, params=params)
+
+
+def direct(artifact: str, x: np.ndarray) -> np.ndarray:
+    """The oracle: the artifact run directly, ``BATCH`` rows per call."""
+    import nnvm
+
+    module = nnvm.runtime.load(artifact)
+    assert len(x) % BATCH == 0
+    return np.concatenate([module.run(x=x[i:i + BATCH])[0] for i in range(0, len(x), BATCH)])
