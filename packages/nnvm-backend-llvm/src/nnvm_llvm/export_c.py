@@ -32,22 +32,11 @@ import numpy as np
 
 from nnvm.errors import NNVMError, format_error
 
+from .runtime import c_executor
+
 _DEPLOY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "deploy")
 ALIGN = 64
 LIB_NAME = "libnnvm_model.so"
-
-
-def _dl_dtype(dtype: str, where: str) -> tuple[int, int]:
-    """DLPack (code, bits) of a NumPy dtype, as ``tvm_ffi.from_dlpack`` reports it."""
-    dt = np.dtype(dtype)
-    if dt.kind == "b":
-        return 6, 8  # kDLBool
-    code = {"i": 0, "u": 1, "f": 2}.get(dt.kind)
-    if code is None:
-        raise NNVMError(format_error(where, "has a dtype the C executor cannot hold",
-                                     "int, uint, float or bool", dtype,
-                                     fix="Only numeric models can be exported to C"))
-    return code, dt.itemsize * 8
 
 
 def _c_str(s: str) -> str:
@@ -55,7 +44,7 @@ def _c_str(s: str) -> str:
 
 
 def _compiler() -> str:
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    cc = c_executor.compiler()
     if cc is None:
         raise NNVMError(format_error("nnvm export-c", "no C compiler found",
                                      "cc, gcc or $CC", "none on PATH",
@@ -127,7 +116,7 @@ class _Layout:
                 if pkey not in self.pool_off:
                     self.pool_off[pkey] = self._arena_add(int(m._storage.pools[pkey].nbytes))
                 in_blob, off = 0, self.pool_off[pkey]
-        code, bits = _dl_dtype(dtype, where)
+        code, bits = c_executor.dl_dtype(dtype, where)
         self.by_key[key] = len(self.tensors)
         self.tensors.append({"in_blob": in_blob, "offset": off, "ndim": len(shape),
                              "shape_off": len(self.shapes), "code": code, "bits": bits,
@@ -164,7 +153,6 @@ def _data_header(module, lay: _Layout) -> tuple[str, list, list]:
            "typedef struct { uint8_t in_blob; uint8_t code; uint8_t bits; int32_t ndim; "
            "int32_t shape_off; uint64_t offset; uint64_t nbytes; const char *dtype; } "
            "nnvm_tensor_desc;\n",
-           "typedef struct { int32_t func; int32_t nargs; int32_t args_off; } nnvm_step_desc;\n",
            f"#define NNVM_NUM_TENSORS {len(lay.tensors)}\n",
            f"#define NNVM_NUM_STEPS {len(steps)}\n",
            f"#define NNVM_NUM_FUNCS {len(funcs)}\n",

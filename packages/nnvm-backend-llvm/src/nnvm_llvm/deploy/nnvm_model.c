@@ -36,13 +36,12 @@
 #include <dlpack/dlpack.h>
 #include <tvm/ffi/c_api.h>
 
+#include "nnvm_executor.h"
 #include "nnvm_model.h"
 #include "nnvm_model_data.h"
 
 #define NNVM_ALIGN 64
 #define NNVM_ERR_LEN 1024
-
-typedef int (*nnvm_packed_fn)(void*, const TVMFFIAny*, int32_t, TVMFFIAny*);
 
 extern const unsigned char nnvm_blob_weights[];
 extern const unsigned char nnvm_blob_kernels[];
@@ -56,8 +55,8 @@ struct nnvm_model {
 
 /* ---- process-wide, written once ---------------------------------------------------------- */
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
-static nnvm_packed_fn g_funcs[NNVM_NUM_FUNCS];
-static nnvm_packed_fn g_config;
+static nnvm_kernel g_kernels[NNVM_NUM_FUNCS];  /* raw symbols: self = NULL */
+static TVMFFISafeCallType g_config;
 static char g_load_err[NNVM_ERR_LEN];
 static __thread char t_kernel_err[NNVM_ERR_LEN];
 
@@ -130,10 +129,11 @@ static void load_once(void) {
     dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL);
   void *h = map_kernels();
   if (!h) return;
-  g_config = (nnvm_packed_fn)dlsym(h, "__tvm_ffi_nnvm_runtime_config");
+  g_config = (TVMFFISafeCallType)dlsym(h, "__tvm_ffi_nnvm_runtime_config");
   for (int i = 0; i < NNVM_NUM_FUNCS; ++i) {
-    g_funcs[i] = (nnvm_packed_fn)dlsym(h, nnvm_func_names[i]);
-    if (!g_funcs[i]) {
+    g_kernels[i].call = (TVMFFISafeCallType)dlsym(h, nnvm_func_names[i]);
+    g_kernels[i].self = NULL;
+    if (!g_kernels[i].call) {
       snprintf(g_load_err, sizeof g_load_err, "nnvm_model_create -> the embedded kernel "
                "library has no function '%s' -> re-export the model", nnvm_func_names[i]);
       g_config = NULL;
@@ -169,18 +169,10 @@ nnvm_model *nnvm_model_create(int num_threads) {
   if (NNVM_ARENA_BYTES > 0) memset(m->arena, 0, NNVM_ARENA_BYTES);
   for (int i = 0; i < NNVM_NUM_TENSORS; ++i) {
     const nnvm_tensor_desc *d = &nnvm_tensors[i];
-    DLTensor *t = &m->tensors[i];
-    t->data = d->in_blob ? (void *)(nnvm_blob_weights + d->offset)
-                         : (void *)((unsigned char *)m->arena + d->offset);
-    t->device.device_type = kDLCPU;
-    t->device.device_id = 0;
-    t->ndim = d->ndim;
-    t->dtype.code = d->code;
-    t->dtype.bits = d->bits;
-    t->dtype.lanes = 1;
-    t->shape = (int64_t *)(nnvm_shapes + d->shape_off);
-    t->strides = NULL;
-    t->byte_offset = 0;
+    nnvm_tensor_init(&m->tensors[i],
+                     d->in_blob ? (void *)(nnvm_blob_weights + d->offset)
+                                : (void *)((unsigned char *)m->arena + d->offset),
+                     d->ndim, (int64_t *)(nnvm_shapes + d->shape_off), d->code, d->bits);
   }
   return m;
 }
@@ -289,25 +281,15 @@ int nnvm_model_get_output(nnvm_model *m, int i, void *data, size_t nbytes) {
 int nnvm_model_run(nnvm_model *m) {
   if (!m) return -1;
   TVMFFIAny args[NNVM_MAX_ARGS > 0 ? NNVM_MAX_ARGS : 1];
-  for (int s = 0; s < NNVM_NUM_STEPS; ++s) {
-    const nnvm_step_desc *st = &nnvm_steps[s];
-    for (int a = 0; a < st->nargs; ++a) {
-      args[a].type_index = kTVMFFIDLTensorPtr;
-      args[a].zero_padding = 0;
-      args[a].v_ptr = &m->tensors[nnvm_step_args[st->args_off + a]];
-    }
-    TVMFFIAny res;
-    res.type_index = kTVMFFINone;
-    res.zero_padding = 0;
-    res.v_int64 = 0;
-    t_kernel_err[0] = '\0';
-    if (g_funcs[st->func](NULL, args, st->nargs, &res) != 0) {
-      snprintf(m->err, sizeof m->err, "nnvm_model_run -> kernel %s (step %d) failed: %s -> "
-               "the inputs are checked by size only; this is a bug or memory corruption, "
-               "report it with the model", nnvm_func_names[st->func] + 9, s,
-               t_kernel_err[0] ? t_kernel_err : "(no message)");
-      return -1;
-    }
+  t_kernel_err[0] = '\0';
+  int s = nnvm_run_steps(g_kernels, nnvm_steps, nnvm_step_args, m->tensors, args, 0,
+                         NNVM_NUM_STEPS);
+  if (s >= 0) {
+    snprintf(m->err, sizeof m->err, "nnvm_model_run -> kernel %s (step %d) failed: %s -> "
+             "the inputs are checked by size only; this is a bug or memory corruption, "
+             "report it with the model", nnvm_func_names[nnvm_steps[s].func] + 9, s,
+             t_kernel_err[0] ? t_kernel_err : "(no message)");
+    return -1;
   }
   return 0;
 }

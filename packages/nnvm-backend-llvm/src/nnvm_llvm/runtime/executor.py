@@ -4,9 +4,11 @@ A build produces one shared library (every kernel of the model) and an *executor
 the ordered steps (a kernel function name and the entries it reads and writes, or a NumPy
 reference fallback), the storage of every entry, and the weights to repack. At creation the
 executor allocates every buffer once (64-byte aligned, shared along the memory plan), wraps
-each as a DLPack tensor and precomputes the call list, so ``run`` is one Python loop of
-``fn(*tensors)`` calls (about 0.3 us of FFI overhead each) plus copying the inputs in and
-the outputs out.
+each as a DLPack tensor and precomputes the call list. ``run`` copies the inputs in, makes
+ONE call into the C executor (``c_executor``: the loop of the exported C library, over the
+same buffers), or one per stretch of compiled steps between host steps, and copies the
+outputs out. The per-kernel Python loop remains for ``profile()`` and where no C executor
+can be had (no C compiler and nothing cached, or ``NNVM_LLVM_EXECUTOR=python``).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import numpy as np
 from nnvm.errors import ExecutionError, NNVMError, SerializationError, format_error, node_where
 from nnvm.runtime.module import Module
 
-from . import buffers, packing
+from . import buffers, c_executor, packing
 
 PLAN_FORMAT = "nnvm-llvm-plan"
 PLAN_VERSION = 1
@@ -45,6 +47,10 @@ def _ffi():
 _MFD_CLOEXEC = getattr(os, "MFD_CLOEXEC", 1)
 _MFD_EXEC = 0x0010
 _DIR_PREFIX = "nnvm-native-"
+#: (memfd name, private directory prefix) by what is loaded: model libraries and the C
+#: executor (``c_executor``) are told apart in /proc/self/maps and in leak checks.
+_NAMES = {"model": ("nnvm-llvm-lib", _DIR_PREFIX),
+          "executor": ("nnvm-c-executor", "nnvm-cexec-native-")}
 _STALE_AFTER_S = 600  # a load takes milliseconds; older leftovers of dead pids are swept
 
 #: How the latest ``load_library`` call loaded its code: ``"memfd"`` or the directory used
@@ -76,7 +82,7 @@ def _dlopen(tvm_ffi, path: str):
     return loader(path, "so")
 
 
-def _load_memfd(tvm_ffi, so_bytes: bytes):
+def _load_memfd(tvm_ffi, so_bytes: bytes, name: str = "nnvm-llvm-lib"):
     """Load from an anonymous in-memory file: ``(module, None)``, or ``(None, why not)``.
 
     Nothing touches a file system (no executable temp dir needed, nothing left behind by a
@@ -86,7 +92,7 @@ def _load_memfd(tvm_ffi, so_bytes: bytes):
     fd, err = None, None
     for flags in (_MFD_CLOEXEC | _MFD_EXEC, _MFD_CLOEXEC):  # kernels < 6.3 refuse MFD_EXEC
         try:
-            fd = os.memfd_create("nnvm-llvm-lib", flags)
+            fd = os.memfd_create(name, flags)
             break
         except OSError as exc:
             err = exc
@@ -143,9 +149,10 @@ def _sweep_stale(parent: str) -> None:
         return
     now = time.time()
     for name in names:
-        if not name.startswith(_DIR_PREFIX):
+        prefix = next((p for _, p in _NAMES.values() if name.startswith(p)), None)
+        if prefix is None:
             continue
-        pid = name[len(_DIR_PREFIX):].split("-", 1)[0]
+        pid = name[len(prefix):].split("-", 1)[0]
         d = os.path.join(parent, name)
         try:
             if not pid.isdigit() or int(pid) == os.getpid() or _pid_alive(int(pid)) \
@@ -158,12 +165,12 @@ def _sweep_stale(parent: str) -> None:
             pass
 
 
-def _load_from_dir(tvm_ffi, so_bytes: bytes, parent: str):
+def _load_from_dir(tvm_ffi, so_bytes: bytes, parent: str, prefix: str = _DIR_PREFIX):
     """Load through a file in a fresh 0700 directory under ``parent``, removed right after
     ``dlopen`` (the mapping stays valid on POSIX). Raises the OS or loader error."""
     os.makedirs(parent, mode=0o700, exist_ok=True)
     _sweep_stale(parent)
-    d = tempfile.mkdtemp(prefix=f"{_DIR_PREFIX}{os.getpid()}-", dir=parent)  # mode 0700
+    d = tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=parent)  # mode 0700
     path = os.path.join(d, f"lib-{next(_load_counter)}.so")  # a name never loaded before
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o700)
@@ -178,7 +185,7 @@ def _load_from_dir(tvm_ffi, so_bytes: bytes, parent: str):
                 pass
 
 
-def load_library(so_bytes: bytes):
+def load_library(so_bytes: bytes, kind: str = "model"):
     """Load a TVM-exported shared library from bytes.
 
     Where the OS allows it the code is loaded from an in-memory file (``memfd_create``), so
@@ -186,22 +193,26 @@ def load_library(so_bytes: bytes):
     it goes through a private 0700 directory (``$NNVM_NATIVE_DIR``, the nnvm cache's
     ``native/``, ``$XDG_RUNTIME_DIR``, then ``$TMPDIR``; the first that allows executable
     mappings), removed as soon as the library is mapped. The library is unloaded (dlclose)
-    when the last reference to the returned module goes away.
+    when the last reference to the returned module goes away. ``kind`` is ``"model"`` or
+    ``"executor"`` (the C executor: named apart, and not recorded in ``last_load_method``).
     """
     global last_load_method
     tvm_ffi = _ffi()
-    lib, why = _load_memfd(tvm_ffi, so_bytes)
-    if lib is not None:
-        last_load_method = "memfd"
-        return lib
+    memfd_name, prefix = _NAMES[kind]
+    lib, why = _load_memfd(tvm_ffi, so_bytes, memfd_name)
+    method = "memfd"
     tried = [why]
-    for parent in _candidate_dirs():
+    for parent in _candidate_dirs() if lib is None else ():
         try:
-            lib = _load_from_dir(tvm_ffi, so_bytes, parent)
+            lib = _load_from_dir(tvm_ffi, so_bytes, parent, prefix)
         except Exception as exc:  # noqa: BLE001 - OSError or the loader's RuntimeError
             tried.append(f"{parent}: {_last_line(exc)}")
             continue
-        last_load_method = parent
+        method = parent
+        break
+    if lib is not None:
+        if kind == "model":
+            last_load_method = method
         return lib
     raise NNVMError(format_error(
         "llvm runtime, loading the model's native code (lib.so)",
@@ -343,10 +354,10 @@ class LLVMModule(Module):
             key = ("p", ref["packed"]) if "packed" in ref else ("e", ref["entry"])
             if key not in tensors:
                 arr = self._packed[ref["packed"]] if key[0] == "p" else self._arrays[ref["entry"]]
-                tensors[key] = tvm_ffi.from_dlpack(arr)
+                tensors[key] = (len(tensors), arr, tvm_ffi.from_dlpack(arr))
             return tensors[key]
 
-        calls, names = [], []
+        calls, names, c_steps = [], [], []  # c_steps: (kernel, tensor ids), None = host
         self._call_nodes: list[list[int]] = []  # node ids of each call (profiler FLOPs)
         self._fallbacks: list[str] = []
         self._control_flow: list = []  # nodes whose bodies run compiled (subgraphs.py)
@@ -358,12 +369,14 @@ class LLVMModule(Module):
                     raise SerializationError(format_error(
                         "llvm library", f"has no function '{step['func']}'",
                         fix="The artifact's lib.so and plan disagree; re-export it")) from exc
-                calls.append((fn, tuple(tensor(a) for a in step["args"])))
+                calls.append((fn, tuple(tensor(a)[2] for a in step["args"])))
+                c_steps.append((fn, [tensor(a)[0] for a in step["args"]]))
                 names.append(step["func"])
                 self._call_nodes.append([int(n) for n in step.get("nodes") or ()])
             else:
                 node = idx.nodes[step["node"]]
                 calls.append(self._reference_call(node, step))
+                c_steps.append(None)
                 names.append(f"reference:{node.op.name}")
                 self._call_nodes.append([step["node"]])
                 if not node.subgraphs:
@@ -375,6 +388,48 @@ class LLVMModule(Module):
         self._outputs_arr = [self._arrays[e] for e in idx.output_entries]
         self._exact_inputs = {n: (a.dtype, a.shape) for a, n in self._inputs}
         self._params_dirty = False
+        self._runs = self._c_runs([a for _, a, _ in tensors.values()], c_steps)
+
+    def _c_runs(self, arrays: list, c_steps: list) -> list:
+        """What one run calls: ``(callable, args, first step)`` per stretch of compiled
+        steps (one C call each) and per host step; the per-kernel Python loop
+        (``self._calls``) where the C executor cannot be had (see ``c_executor``)."""
+        wanted = c_executor.mode()
+        lib = c_executor.library() if wanted != "python" else None
+        if lib is None:
+            why = "NNVM_LLVM_EXECUTOR=python" if wanted == "python" else c_executor.reason()
+            if wanted == "c":
+                raise ExecutionError(format_error(
+                    "llvm runtime, NNVM_LLVM_EXECUTOR=c", "the C executor is unavailable",
+                    "a C compiler or a cached executor", why,
+                    fix="Install gcc (or set CC), or unset NNVM_LLVM_EXECUTOR"))
+            self.executor = f"python ({why})"
+            self._c = None
+            return [(fn, args, k) for k, (fn, args) in enumerate(self._calls)]
+        funcs: dict[int, int] = {}  # id(kernel function) -> function id
+        kernels, steps, c_index = [], [], []
+        for fn_ids in c_steps:
+            if fn_ids is not None:
+                fn, ids = fn_ids
+                if id(fn) not in funcs:
+                    funcs[id(fn)] = len(kernels)
+                    kernels.append(fn)
+                steps.append((funcs[id(fn)], ids))
+            c_index.append(len(steps))  # compiled steps up to and including this one
+        self._c = c_executor.CExecutor(lib, arrays, kernels, steps)
+        self._c_step_call = [k for k, c in enumerate(c_steps) if c is not None]
+        self.executor = "c"
+        runs, lo = [], 0
+        for k, c in enumerate(c_steps):
+            if c is None:
+                hi = c_index[k]
+                if hi > lo:
+                    runs.append((self._c.run, (self._c.handle, lo, hi), lo))
+                runs.append((self._calls[k][0], (), -1 - k))
+                lo = hi
+        if len(steps) > lo:
+            runs.append((self._c.run, (self._c.handle, lo, len(steps)), lo))
+        return runs
 
     def _reference_call(self, node, step):
         kernel = node.op.get_attr("FReferenceNode")
@@ -437,17 +492,26 @@ class LLVMModule(Module):
             self._params_dirty = False
         for arr, name in self._inputs:
             np.copyto(arr, feed[name])
-        step = None
+        run = None
         try:
-            for step in self._calls:
-                step[0](*step[1])
+            for run in self._runs:
+                run[0](*run[1])
         except NNVMError:
             raise
         except Exception as exc:
-            where = self._call_names[self._calls.index(step)] if step is not None else "?"
-            raise ExecutionError(format_error(f"llvm kernel '{where}'", f"failed: {exc}")
-                                 ) from exc
+            raise ExecutionError(format_error(f"llvm kernel '{self._failed_call(run)}'",
+                                              f"failed: {exc}")) from exc
         return [a.copy() for a in self._outputs_arr]
+
+    def _failed_call(self, run) -> str:
+        """The step name behind a failed entry of ``self._runs``."""
+        if run is None:
+            return "?"
+        first = run[2]
+        if self._c is None or first < 0:  # a Python-loop kernel or a host step
+            return self._call_names[first if first >= 0 else -1 - first]
+        failed = self._c.failed_step()
+        return self._call_names[self._c_step_call[failed]] if failed >= 0 else "?"
 
     def benchmark(self, repeat: int = 100, warmup: int = 5) -> float:
         """Median seconds of one run of the kernels (inputs already bound), no copies."""
@@ -455,13 +519,14 @@ class LLVMModule(Module):
             return self._benchmark(repeat, warmup)
 
     def _benchmark(self, repeat: int, warmup: int) -> float:
+        runs = self._runs  # what run() calls: the C executor where there is one
         for _ in range(warmup):
-            for fn, args in self._calls:
+            for fn, args, _ in runs:
                 fn(*args)
         times = []
         for _ in range(repeat):
             t0 = time.perf_counter()
-            for fn, args in self._calls:
+            for fn, args, _ in runs:
                 fn(*args)
             times.append(time.perf_counter() - t0)
         return float(np.median(times))
@@ -519,6 +584,8 @@ class LLVMModule(Module):
                                            if a is not None)),
             "lib_bytes": len(self._so_bytes),
             "num_threads": self.num_threads,
+            # "c" (one C call per run) or "python (why not c)": see runtime/c_executor.py
+            "executor": self.executor,
             # control-flow steps: the decision on the host, the bodies compiled on first run
             "control_flow_ops": sorted({n.op.name for n in self._control_flow}),
         })

@@ -1,0 +1,63 @@
+/* The executor loop of an NNVM llvm model: one C loop over the static memory plan.
+ *
+ * Shared by the two executors of a compiled model so that they cannot drift apart:
+ *   - deploy/nnvm_model.c, the standalone C library written by `nnvm export-c`, where the
+ *     kernels are the raw symbols of the embedded kernel library (self = NULL);
+ *   - runtime/c_executor.c, which serves Python's lib.run() with one FFI call per run,
+ *     where the kernels are tvm_ffi Function objects (their safe_call and handle).
+ * Both build one DLTensor per buffer once and then call the kernels in plan order; a kernel
+ * takes DLTensor pointers in TVM's packed calling convention.
+ */
+#ifndef NNVM_EXECUTOR_H_
+#define NNVM_EXECUTOR_H_
+
+#include <stdint.h>
+
+#include <dlpack/dlpack.h>
+#include <tvm/ffi/c_api.h>
+
+/* One step: kernel `func` called with tensors step_args[args_off .. args_off + nargs). */
+typedef struct { int32_t func; int32_t nargs; int32_t args_off; } nnvm_step_desc;
+
+/* A callable kernel: how TVM FFI calls any packed function. */
+typedef struct { TVMFFISafeCallType call; void *self; } nnvm_kernel;
+
+/* A dense, row-major CPU tensor over `data` (shape is borrowed, not copied). */
+static inline void nnvm_tensor_init(DLTensor *t, void *data, int32_t ndim, int64_t *shape,
+                                    uint8_t code, uint8_t bits) {
+  t->data = data;
+  t->device.device_type = kDLCPU;
+  t->device.device_id = 0;
+  t->ndim = ndim;
+  t->dtype.code = code;
+  t->dtype.bits = bits;
+  t->dtype.lanes = 1;
+  t->shape = shape;
+  t->strides = NULL;
+  t->byte_offset = 0;
+}
+
+/* Runs steps [lo, hi). `args` has room for the largest step's arguments. Returns -1 when
+ * every kernel succeeded, else the index of the step that failed (the kernel has raised its
+ * error through TVMFFIErrorSetRaisedFromCStrParts; nothing after it ran). */
+static inline int nnvm_run_steps(const nnvm_kernel *kernels, const nnvm_step_desc *steps,
+                                 const int32_t *step_args, DLTensor *tensors, TVMFFIAny *args,
+                                 int lo, int hi) {
+  for (int s = lo; s < hi; ++s) {
+    const nnvm_step_desc *st = &steps[s];
+    for (int a = 0; a < st->nargs; ++a) {
+      args[a].type_index = kTVMFFIDLTensorPtr;
+      args[a].zero_padding = 0;
+      args[a].v_ptr = &tensors[step_args[st->args_off + a]];
+    }
+    TVMFFIAny res;
+    res.type_index = kTVMFFINone;
+    res.zero_padding = 0;
+    res.v_int64 = 0;
+    const nnvm_kernel *k = &kernels[st->func];
+    if (k->call(k->self, args, st->nargs, &res) != 0) return s;
+  }
+  return -1;
+}
+
+#endif /* NNVM_EXECUTOR_H_ */

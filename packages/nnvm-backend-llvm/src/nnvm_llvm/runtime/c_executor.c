@@ -1,0 +1,173 @@
+/* The C executor behind Python's lib.run() on the llvm target: one FFI call per run.
+ *
+ * Why: a Python loop of `fn(*tensors)` calls costs about a microsecond of interpreter and
+ * FFI work per kernel, which on small streaming models (a VAD or wake-word step of a few
+ * dozen tiny kernels) is as much as the kernels themselves. This executor holds the same
+ * tables as the exported C library (deploy/nnvm_model.c): one DLTensor per buffer, the
+ * steps and their tensor ids, and runs them with the same loop (deploy/nnvm_executor.h).
+ *
+ * The buffers stay NumPy arrays owned by the Python module (same addresses for its life);
+ * the kernels stay tvm_ffi Function objects owned by it too, called through their
+ * TVMFFIFunctionCell as TVMFFIFunctionCall would. Loaded with tvm_ffi, so the functions
+ * below are packed functions and errors travel as TVM FFI errors (the Python caller sees
+ * the kernel's own message). One nnvm_exec serves one module; the module's lock serialises
+ * its runs, and the argument scratch lives on the stack, so different modules run
+ * concurrently.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <dlpack/dlpack.h>
+#include <tvm/ffi/c_api.h>
+
+#include "nnvm_executor.h"
+
+#define NNVM_EXPORT __attribute__((visibility("default")))
+
+typedef struct {
+  int32_t num_tensors, num_steps, num_funcs, max_args;
+  int32_t failed_step;
+  DLTensor *tensors;
+  int64_t *shapes;
+  nnvm_kernel *kernels;
+  nnvm_step_desc *steps;
+  int32_t *step_args;
+} nnvm_exec;
+
+static int set_error(const char *kind, const char *msg) {
+  const char *parts[1] = {msg};
+  TVMFFIErrorSetRaisedFromCStrParts(kind, parts, 1);
+  return -1;
+}
+
+static int64_t arg_int(const TVMFFIAny *args, int i) { return args[i].v_int64; }
+
+static int return_int(TVMFFIAny *ret, int64_t v) {
+  ret->type_index = kTVMFFIInt;
+  ret->zero_padding = 0;
+  ret->v_int64 = v;
+  return 0;
+}
+
+static void exec_free(nnvm_exec *e) {
+  if (!e) return;
+  free(e->tensors);
+  free(e->shapes);
+  free(e->kernels);
+  free(e->steps);
+  free(e->step_args);
+  free(e);
+}
+
+static void *copy_of(int64_t src, size_t nbytes) {
+  void *p = malloc(nbytes ? nbytes : 1);
+  if (p && nbytes) memcpy(p, (const void *)(intptr_t)src, nbytes);
+  return p;
+}
+
+/* nnvm_exec_create(num_tensors, tensors, shapes, num_shapes, num_funcs, funcs, num_steps,
+ *                  steps, step_args, num_step_args) -> handle
+ * All array arguments are addresses of C-contiguous arrays, copied here:
+ *   tensors:   int64[num_tensors][5]  data address, ndim, offset into shapes, dtype code, bits
+ *   shapes:    int64[num_shapes]
+ *   funcs:     int64[num_funcs]       tvm_ffi Function handles (kept alive by the caller)
+ *   steps:     int32[num_steps][3]    func, nargs, offset into step_args
+ *   step_args: int32[num_step_args]   tensor ids */
+NNVM_EXPORT int __tvm_ffi_nnvm_exec_create(void *self, const TVMFFIAny *args, int32_t n,
+                                           TVMFFIAny *ret) {
+  (void)self;
+  if (n != 10) return set_error("TypeError", "nnvm_exec_create takes 10 integer arguments");
+  for (int i = 0; i < n; ++i)
+    if (args[i].type_index != kTVMFFIInt)
+      return set_error("TypeError", "nnvm_exec_create: every argument is an integer");
+  nnvm_exec *e = (nnvm_exec *)calloc(1, sizeof *e);
+  if (!e) return set_error("MemoryError", "nnvm_exec_create: out of memory");
+  e->num_tensors = (int32_t)arg_int(args, 0);
+  int64_t num_shapes = arg_int(args, 3);
+  e->num_funcs = (int32_t)arg_int(args, 4);
+  e->num_steps = (int32_t)arg_int(args, 6);
+  int64_t num_step_args = arg_int(args, 9);
+  const int64_t *tab = (const int64_t *)(intptr_t)arg_int(args, 1);
+  const int64_t *funcs = (const int64_t *)(intptr_t)arg_int(args, 5);
+  e->shapes = (int64_t *)copy_of(arg_int(args, 2), (size_t)num_shapes * sizeof(int64_t));
+  e->steps = (nnvm_step_desc *)copy_of(arg_int(args, 7),
+                                       (size_t)e->num_steps * sizeof(nnvm_step_desc));
+  e->step_args = (int32_t *)copy_of(arg_int(args, 8), (size_t)num_step_args * sizeof(int32_t));
+  e->tensors = (DLTensor *)calloc((size_t)e->num_tensors + 1, sizeof(DLTensor));
+  e->kernels = (nnvm_kernel *)calloc((size_t)e->num_funcs + 1, sizeof(nnvm_kernel));
+  if (!e->shapes || !e->steps || !e->step_args || !e->tensors || !e->kernels) {
+    exec_free(e);
+    return set_error("MemoryError", "nnvm_exec_create: out of memory");
+  }
+  for (int32_t i = 0; i < e->num_tensors; ++i) {
+    const int64_t *d = tab + 5 * i;
+    if (d[2] < 0 || d[2] + d[1] > num_shapes) {
+      exec_free(e);
+      return set_error("ValueError", "nnvm_exec_create: a tensor's shape lies outside shapes");
+    }
+    nnvm_tensor_init(&e->tensors[i], (void *)(intptr_t)d[0], (int32_t)d[1],
+                     e->shapes + d[2], (uint8_t)d[3], (uint8_t)d[4]);
+  }
+  for (int32_t i = 0; i < e->num_funcs; ++i) {
+    /* A Function object is a TVMFFIObject header followed by its TVMFFIFunctionCell. */
+    TVMFFIFunctionCell *cell = (TVMFFIFunctionCell *)((char *)(intptr_t)funcs[i] +
+                                                      sizeof(TVMFFIObject));
+    e->kernels[i].call = cell->safe_call;
+    e->kernels[i].self = (void *)(intptr_t)funcs[i];
+  }
+  for (int32_t s = 0; s < e->num_steps; ++s) {
+    const nnvm_step_desc *st = &e->steps[s];
+    if (st->func < 0 || st->func >= e->num_funcs || st->nargs < 0 || st->args_off < 0 ||
+        (int64_t)st->args_off + st->nargs > num_step_args) {
+      exec_free(e);
+      return set_error("ValueError", "nnvm_exec_create: a step names a kernel or arguments "
+                                 "outside the tables");
+    }
+    for (int a = 0; a < st->nargs; ++a) {
+      int32_t t = e->step_args[st->args_off + a];
+      if (t < 0 || t >= e->num_tensors) {
+        exec_free(e);
+        return set_error("ValueError", "nnvm_exec_create: a step argument is not a tensor id");
+      }
+    }
+    if (st->nargs > e->max_args) e->max_args = st->nargs;
+  }
+  e->failed_step = -1;
+  return return_int(ret, (int64_t)(intptr_t)e);
+}
+
+/* nnvm_exec_run(handle, lo, hi): runs steps [lo, hi); a kernel's error is re-raised. */
+NNVM_EXPORT int __tvm_ffi_nnvm_exec_run(void *self, const TVMFFIAny *args, int32_t n,
+                                        TVMFFIAny *ret) {
+  (void)self;
+  (void)ret;
+  if (n != 3) return set_error("TypeError", "nnvm_exec_run takes (handle, lo, hi)");
+  nnvm_exec *e = (nnvm_exec *)(intptr_t)arg_int(args, 0);
+  int lo = (int)arg_int(args, 1), hi = (int)arg_int(args, 2);
+  if (!e || lo < 0 || hi > e->num_steps || lo > hi)
+    return set_error("ValueError", "nnvm_exec_run: step range outside the plan");
+  TVMFFIAny scratch[e->max_args > 0 ? e->max_args : 1];
+  e->failed_step = nnvm_run_steps(e->kernels, e->steps, e->step_args, e->tensors, scratch,
+                                  lo, hi);
+  return e->failed_step < 0 ? 0 : -1;
+}
+
+/* nnvm_exec_failed_step(handle) -> the step whose kernel failed in the latest run, or -1. */
+NNVM_EXPORT int __tvm_ffi_nnvm_exec_failed_step(void *self, const TVMFFIAny *args, int32_t n,
+                                                TVMFFIAny *ret) {
+  (void)self;
+  if (n != 1) return set_error("TypeError", "nnvm_exec_failed_step takes (handle)");
+  nnvm_exec *e = (nnvm_exec *)(intptr_t)arg_int(args, 0);
+  return return_int(ret, e ? e->failed_step : -1);
+}
+
+/* nnvm_exec_destroy(handle): frees the tables (never the caller's buffers or functions). */
+NNVM_EXPORT int __tvm_ffi_nnvm_exec_destroy(void *self, const TVMFFIAny *args, int32_t n,
+                                            TVMFFIAny *ret) {
+  (void)self;
+  (void)ret;
+  if (n != 1) return set_error("TypeError", "nnvm_exec_destroy takes (handle)");
+  exec_free((nnvm_exec *)(intptr_t)arg_int(args, 0));
+  return 0;
+}
