@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import nnvm
-from nnvm.codegen.lower import lower_graph
+from nnvm_codegen_c.lower import lower_graph
 from nnvm.testing.models import MODELS
 
 from nnvm_cuda import toolchain

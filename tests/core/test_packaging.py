@@ -41,3 +41,21 @@ def test_versions_agree_with_the_changelog():
         init = (pkg / "__init__.py").read_text()
         found = re.search(r'^__version__ = "([^"]+)"', init, re.M)
         assert found and found.group(1) == want, pkg / "__init__.py"
+
+
+def _project(name: str) -> dict:
+    import tomllib
+
+    return tomllib.loads((ROOT / "packages" / name / "pyproject.toml").read_text())["project"]
+
+
+def test_codegen_c_is_a_library_on_core_alone_that_the_c_like_backends_use():
+    """nnvm-codegen-c has no ``nnvm`` entry point (it is not a plugin and registers nothing),
+    needs nnvm-core only, and is declared by the two backends that import it."""
+    project = _project("nnvm-codegen-c")
+    assert project["dependencies"] == ["nnvm-core"]
+    assert "nnvm" not in project.get("entry-points", {})
+    assert not (ROOT / "packages/nnvm-codegen-c/src/nnvm_codegen_c/plugin.py").exists()
+    assert not (ROOT / "packages/nnvm-core/src/nnvm/codegen").exists()
+    for backend in ("nnvm-backend-opencl", "nnvm-backend-cuda"):
+        assert "nnvm-codegen-c" in _project(backend)["dependencies"], backend

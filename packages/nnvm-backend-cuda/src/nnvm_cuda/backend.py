@@ -19,8 +19,8 @@ HOST_OPS = frozenset({"device_copy", "_assign"})
 
 def generate(graph, limits: dict | None = None):
     """Lower ``graph`` to CUDA C: ``(steps, source, info)`` (pure text, no compiler)."""
-    from nnvm.codegen.builder import GraphInfo
-    from nnvm.codegen.lower import lower_graph
+    from nnvm_codegen_c.builder import GraphInfo
+    from nnvm_codegen_c.lower import lower_graph
 
     from .renderer import CUDARenderer
 

@@ -10,7 +10,7 @@ straight into the step's arena slot: ``cupy.matmul(..., out=view)`` on the modul
 
 from __future__ import annotations
 
-from nnvm.codegen.builder import numel
+from nnvm_codegen_c.builder import numel
 from nnvm.errors import NNVMError
 
 #: 2*M*N*K at or above which ``-cublas=auto`` prefers cuBLAS to the generated kernel.

@@ -17,7 +17,7 @@ import tempfile
 
 import numpy as np
 
-from nnvm.codegen.arena import host_only
+from nnvm_codegen_c.arena import host_only
 from nnvm.errors import ExecutionError, NNVMError, format_error, node_where
 from nnvm.interpreter import _np_dtype, run_reference
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 import os
 
-from nnvm.codegen.builder import GraphInfo
-from nnvm.codegen.lower import Step, step_stats
+from nnvm_codegen_c.builder import GraphInfo
+from nnvm_codegen_c.lower import Step, step_stats
 from nnvm.errors import BackendUnavailableError
 from nnvm.runtime.module import Module
 

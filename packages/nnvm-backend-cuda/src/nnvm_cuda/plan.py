@@ -1,6 +1,6 @@
 """The device memory plan: ONE device allocation (the arena) with a byte offset per entry.
 
-The arena itself is planned by ``nnvm.codegen.arena.plan_arena``, shared with OpenCL (per
+The arena itself is planned by ``nnvm_codegen_c.arena.plan_arena``, shared with OpenCL (per
 fused step, so a fused kernel never writes storage it still reads; 256-byte alignment, which
 is cudaMalloc's own).
 
@@ -10,9 +10,9 @@ by name and launch shape (their text is in ``kernels.cu`` / the PTX members).
 
 from __future__ import annotations
 
-from nnvm.codegen.arena import ALIGN, plan_arena  # noqa: F401 - re-exported
-from nnvm.codegen.lower import Step
-from nnvm.codegen.renderer import Kernel, TensorArg
+from nnvm_codegen_c.arena import ALIGN, plan_arena  # noqa: F401 - re-exported
+from nnvm_codegen_c.lower import Step
+from nnvm_codegen_c.renderer import Kernel, TensorArg
 from nnvm.errors import SerializationError
 
 PLAN_VERSION = 1

@@ -15,7 +15,7 @@ import re
 import numpy as np
 
 import nnvm
-from nnvm.codegen.lower import lower_graph
+from nnvm_codegen_c.lower import lower_graph
 from nnvm.testing.check_computation import _head_graph, _names_for, infer_graph
 from nnvm.testing.models import MODELS
 

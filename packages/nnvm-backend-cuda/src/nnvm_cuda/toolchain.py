@@ -23,7 +23,7 @@ import shutil
 import subprocess
 import tempfile
 
-from nnvm.codegen.diagnostics import clip_log, kernels_at_lines
+from nnvm_codegen_c.diagnostics import clip_log, kernels_at_lines
 from nnvm.errors import NNVMError
 
 #: options given to every compile (no fast-math: results must match the reference kernels).

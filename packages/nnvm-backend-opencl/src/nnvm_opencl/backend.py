@@ -32,8 +32,8 @@ class OpenCLBackend:
         return devices.unavailable_reason()
 
     def build(self, graph, params, target, config):
-        from nnvm.codegen.builder import GraphInfo
-        from nnvm.codegen.lower import lower_graph
+        from nnvm_codegen_c.builder import GraphInfo
+        from nnvm_codegen_c.lower import lower_graph
 
         from .module import OpenCLModule
         from .plan import GUARD_BYTES, plan_arena
@@ -86,7 +86,7 @@ class OpenCLBackend:
 
 def _host_float64(info, steps) -> None:
     """Without cl_khr_fp64, float64 kernels cannot compile: run those groups on the host."""
-    from nnvm.codegen.lower import Step
+    from nnvm_codegen_c.lower import Step
 
     for i, s in enumerate(steps):
         if s.kind == "kernel" and any(info.dtypes[e] == "float64" for e in s.inputs + s.outputs):
@@ -99,7 +99,7 @@ def _reshape_aliases(info, steps) -> dict[int, int]:
     """{output entry: input entry} for steps that only reshape: such a step launches no
     kernel and its output is a view of the input's arena bytes (a copy kernel per reshape
     cost a launch and a pass over memory for nothing)."""
-    from nnvm.codegen.arena import host_only
+    from nnvm_codegen_c.arena import host_only
 
     aliases = {}
     for s in steps:

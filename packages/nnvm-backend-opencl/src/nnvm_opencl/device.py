@@ -268,7 +268,7 @@ def select(platform: str | None = None, device: str | None = None):
 
 def limits(dev) -> dict:
     """The device limits the kernel templates size their work-groups by, and the device
-    type: ``"cpu"`` selects the register-blocked vector kernels (nnvm.codegen.cpu_templates)
+    type: ``"cpu"`` selects the register-blocked vector kernels (nnvm_opencl.cpu_templates)
     over the local-memory tiled ones, which are slow where work-groups are loops."""
     import pyopencl as cl
 

@@ -13,10 +13,10 @@ import os
 
 import numpy as np
 
-from nnvm.codegen.arena import host_only
-from nnvm.codegen.builder import GraphInfo
-from nnvm.codegen.lower import Step, step_stats
-from nnvm.codegen.renderer import Kernel, TensorArg
+from nnvm_codegen_c.arena import host_only
+from nnvm_codegen_c.builder import GraphInfo
+from nnvm_codegen_c.lower import Step, step_stats
+from nnvm_codegen_c.renderer import Kernel, TensorArg
 from nnvm.errors import ExecutionError, NNVMError, format_error
 from nnvm.interpreter import _np_dtype, run_reference
 from nnvm.runtime.module import Module

@@ -22,7 +22,7 @@ import tempfile
 import warnings
 
 from nnvm.errors import NNVMError
-from nnvm.codegen.diagnostics import clip_log, kernels_at_lines
+from nnvm_codegen_c.diagnostics import clip_log, kernels_at_lines
 
 #: not -cl-fast-relaxed-math: on Intel's CPU runtime it made 13,326 of a text detector's
 #: 102,400 outputs NaN (rapidocr det, PP-OCRv4, in benchmarks/corpus), while these options give

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from nnvm.codegen.renderer import CLikeRenderer
+from nnvm_codegen_c.renderer import CLikeRenderer
 
+from .cpu_templates import cpu_variant
 from .fast_math import FAST_FLOAT32, FAST_MATH_PREAMBLE
 
 
@@ -43,6 +44,10 @@ class OpenCLRenderer(CLikeRenderer):
     preamble = ("#ifdef cl_khr_fp64\n#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n#endif\n"
                 + VLOAD_PREAMBLE + FAST_MATH_PREAMBLE)
     vector_types = True
+
+    def template_variant(self, op: str, limits: dict):
+        """The register-blocked CPU kernels of ``cpu_templates`` on a CPU device."""
+        return cpu_variant(op, limits)
 
     def func(self, name: str, dtype: str | None = None) -> str:
         if dtype == "float32" and name in FAST_FLOAT32:

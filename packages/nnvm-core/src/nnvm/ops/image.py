@@ -22,7 +22,7 @@ _COORD = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_cor
           "asymmetric", "tf_half_pixel_for_nn", "tf_crop_and_resize")
 
 
-def _plan(attrs, shape):
+def resize_plan(attrs, shape):
     """Per-axis (scale, out_size, roi pair) for the axes that change, and the output shape."""
     r = len(shape)
     axes = [a % r for a in attrs["axes"]] if attrs["axes"] is not None else list(range(r))
@@ -65,7 +65,9 @@ def _plan(attrs, shape):
     return plan, tuple(sizes)
 
 
-def _source_coords(mode, y, scale, n_in, n_out, roi):
+def source_coords(mode, y, scale, n_in, n_out, roi):
+    """Input coordinates of output coordinates ``y`` on one resized axis under the
+    ``coordinate_transformation_mode`` ``mode``, and the extrapolation mask (or None)."""
     out_w = scale * n_in
     extrap = None
     if mode == "align_corners":
@@ -123,10 +125,10 @@ def _coeffs(attrs, ratio, scale):
     return c / c.sum(axis=1, keepdims=True)
 
 
-def _axis_matrix(attrs, n_in, scale, n_out, roi):
+def axis_matrix(attrs, n_in, scale, n_out, roi):
     """Dense (n_out, n_in) weights of one axis and its extrapolation mask (or None)."""
     y = np.arange(n_out, dtype=np.float64)
-    x, extrap = _source_coords(attrs["coordinate_transformation_mode"], y, scale, n_in,
+    x, extrap = source_coords(attrs["coordinate_transformation_mode"], y, scale, n_in,
                                n_out, roi)
     base = np.floor(x)
     ratio = np.where(x == base, 1.0, x - base)
@@ -165,10 +167,10 @@ def _cast_back(y, like):
 
 
 def _resize_ref(attrs, x):
-    plan, _ = _plan(attrs, x.shape)
+    plan, _ = resize_plan(attrs, x.shape)
     y = x.astype(np.float64)
     for axis, scale, n_out, roi in plan:
-        w, extrap = _axis_matrix(attrs, y.shape[axis], scale, n_out, roi)
+        w, extrap = axis_matrix(attrs, y.shape[axis], scale, n_out, roi)
         y = _apply(w, y, axis)
         if extrap is not None and extrap.any():
             mask = extrap.reshape((1,) * axis + (-1,) + (1,) * (y.ndim - axis - 1))
@@ -177,10 +179,10 @@ def _resize_ref(attrs, x):
 
 
 def _resize_backward_ref(attrs, og, x):
-    plan, _ = _plan(attrs, x.shape)
+    plan, _ = resize_plan(attrs, x.shape)
     shapes, mats = [x.shape], []
     for axis, scale, n_out, roi in plan:
-        w, _ = _axis_matrix(attrs, shapes[-1][axis], scale, n_out, roi)
+        w, _ = axis_matrix(attrs, shapes[-1][axis], scale, n_out, roi)
         mats.append((axis, w))
         s = list(shapes[-1])
         s[axis] = n_out
@@ -195,7 +197,7 @@ def _resize_shape(attrs, ins, outs):
     x = ins[0]
     if x is None:
         return ins, outs
-    return ins, [_plan(attrs, x)[1]]
+    return ins, [resize_plan(attrs, x)[1]]
 
 
 def _resize_grad(n, og):

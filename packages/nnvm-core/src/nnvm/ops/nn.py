@@ -225,8 +225,13 @@ def _conv_params(with_bias: bool = True):
     return ps
 
 
-class _Conv:
-    """Conv2d geometry from attributes (validated once per call)."""
+class ConvGeometry:
+    """Conv2d geometry from attributes (validated once per call).
+
+    Public because kernel generators (nnvm-codegen-c, the OpenCL CPU templates) read the
+    same kernel/stride/dilation/padding/groups the reference kernel uses, so they cannot
+    disagree with it.
+    """
 
     def __init__(self, attrs):
         self.layout = attrs["layout"]
@@ -295,7 +300,7 @@ def _conv_inputs(attrs):
 
 
 def _conv2d_shape(attrs, ins, outs):
-    cv = _Conv(attrs)
+    cv = ConvGeometry(attrs)
     ins, outs = list(ins), list(outs)
     if attrs.get("use_bias", True):
         _fill(ins, 2, (cv.channels,), "bias")
@@ -315,7 +320,7 @@ def _conv2d_shape(attrs, ins, outs):
 
 
 def _conv2d_ref(attrs, x, w, b=None):
-    cv = _Conv(attrs)
+    cv = ConvGeometry(attrs)
     xc, wc = cv.canon_x(x), cv.canon_w(w)
     win, (oh, ow) = cv.grouped_windows(xc)
     g = cv.groups
@@ -328,7 +333,7 @@ def _conv2d_ref(attrs, x, w, b=None):
 
 
 def _conv2d_backward_data_ref(attrs, og, w, x):
-    cv = _Conv(attrs)
+    cv = ConvGeometry(attrs)
     ogc, wc, xc = cv.canon_x(og), cv.canon_w(w), cv.canon_x(x)
     n, c, h, wd = xc.shape
     g = cv.groups
@@ -343,7 +348,7 @@ def _conv2d_backward_data_ref(attrs, og, w, x):
 
 
 def _conv2d_backward_weight_ref(attrs, og, x):
-    cv = _Conv(attrs)
+    cv = ConvGeometry(attrs)
     ogc, xc = cv.canon_x(og), cv.canon_x(x)
     win, (oh, ow) = cv.grouped_windows(xc)
     g = cv.groups
@@ -435,10 +440,14 @@ def _pool_params(avg: bool):
     return ps
 
 
-class _Pool:
+class PoolGeometry:
     """Pooling geometry. ceil_mode rounds the output size up, padding the bottom/right as
     needed, but drops a last window that would start inside the padding (as PyTorch and
-    ONNX Runtime), so no window is all padding."""
+    ONNX Runtime), so no window is all padding.
+
+    Public because kernel generators (nnvm-codegen-c, the OpenCL CPU templates) share it
+    with the reference kernel.
+    """
 
     def __init__(self, attrs):
         self.layout = attrs["layout"]
@@ -499,7 +508,7 @@ class _Pool:
 
 
 def _pool_shape(attrs, ins, outs):
-    pl = _Pool(attrs)
+    pl = PoolGeometry(attrs)
     if ins[0] is None:
         return ins, outs
     _expect(len(ins[0]) == 4, f"data must be 4-D ({pl.layout}); got shape {ins[0]}")
@@ -515,13 +524,13 @@ def _lowest(dtype):
 
 
 def _max_pool_ref(attrs, x):
-    pl = _Pool(attrs)
+    pl = PoolGeometry(attrs)
     win, _, _ = pl.windows(pl.canon(x), _lowest(x.dtype))
     return to_dtype(pl.back(win.max(axis=(-1, -2))), x)
 
 
 def _avg_pool_ref(attrs, x):
-    pl = _Pool(attrs)
+    pl = PoolGeometry(attrs)
     xc = pl.canon(x)
     win, _, _ = pl.windows(xc, 0)
     return to_dtype(pl.back(win.sum(axis=(-1, -2)) / pl.divisor(xc, attrs)), x)
@@ -529,7 +538,7 @@ def _avg_pool_ref(attrs, x):
 
 def _max_pool_backward_ref(attrs, og, x):
     """Route each window's gradient to its (first) maximum, as NNVM's _max_pool2d_grad."""
-    pl = _Pool(attrs)
+    pl = PoolGeometry(attrs)
     xc, ogc = pl.canon(x), pl.canon(og)
     win, pads, out = pl.windows(xc, _lowest(x.dtype))
     flat = win.reshape(win.shape[:4] + (-1,))
@@ -541,7 +550,7 @@ def _max_pool_backward_ref(attrs, og, x):
 
 
 def _avg_pool_backward_ref(attrs, og, x):
-    pl = _Pool(attrs)
+    pl = PoolGeometry(attrs)
     xc, ogc = pl.canon(x), pl.canon(og)
     _, pads, out = pl.windows(xc, 0)
     share = ogc / pl.divisor(xc, attrs)

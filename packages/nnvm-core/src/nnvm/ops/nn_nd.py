@@ -173,7 +173,12 @@ register_once("_conv_backward", doc="Gradients of conv for data, weight and bias
 
 # -- conv_transpose -----------------------------------------------------------------------------
 
-def _tconv_pads(attrs, x, w):
+def conv_transpose_pads(attrs, x, w):
+    """(strides, pads before, pads after, dilations, output_padding) of an N-d conv_transpose
+    with input shape ``x`` and weight shape ``w``, ``auto_pad``/``output_shape`` resolved.
+
+    Public so kernel generators pad exactly as the reference kernel does.
+    """
     nsp = len(x) - 2
     s = _spatial(attrs, "strides", nsp, 1)
     d = _spatial(attrs, "dilations", nsp, 1)
@@ -193,12 +198,16 @@ def _tconv_pads(attrs, x, w):
     return s, tuple(pb), tuple(pe), d, op_
 
 
+#: the former private spelling, still imported by nnvm_llvm.compiler.lowering_nn
+_tconv_pads = conv_transpose_pads
+
+
 def _tconv_shape(attrs, ins, outs):
     x, w = ins[0], ins[1]
     if x is None or w is None:
         return ins, outs
     nsp = len(x) - 2
-    s, pb, pe, d, op_ = _tconv_pads(attrs, x, w)
+    s, pb, pe, d, op_ = conv_transpose_pads(attrs, x, w)
     o = tuple(s[i] * (x[2 + i] - 1) + op_[i] + (w[2 + i] - 1) * d[i] + 1 - pb[i] - pe[i]
               for i in range(nsp))
     co = w[1] * attrs["groups"]
@@ -210,7 +219,7 @@ def _tconv_shape(attrs, ins, outs):
 
 def _tconv_ref(attrs, x, w, b=None):
     nsp = x.ndim - 2
-    s, pb, pe, d, op_ = _tconv_pads(attrs, x.shape, w.shape)
+    s, pb, pe, d, op_ = conv_transpose_pads(attrs, x.shape, w.shape)
     g = attrs["groups"]
     n, ci = x.shape[:2]
     cog, kk = w.shape[1], w.shape[2:]

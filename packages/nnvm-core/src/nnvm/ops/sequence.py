@@ -59,7 +59,9 @@ def _activations(kind, attrs, ndir):
     return [fns[i * per:(i + 1) * per] for i in range(ndir)]
 
 
-def _input_names(kind):
+def rnn_input_names(kind):
+    """``attrs -> [input name, ...]`` of an RNN/GRU/LSTM node (``kind``), optional inputs
+    included only when their ``use_*`` flag is set: how kernel generators index inputs."""
     def names(attrs):
         out = ["X", "W", "R"]
         for flag, name in (("use_bias", "B"), ("use_sequence_lens", "sequence_lens"),
@@ -86,7 +88,7 @@ def _shape_rule(kind):
             raise ShapeError(f"{kind}: X must be 3-D; got {x}")
         seq, batch = (x[0], x[1]) if attrs["layout"] == 0 else (x[1], x[0])
         d, h, g = _ndir(attrs), attrs["hidden_size"], _GATES[kind]
-        names = _input_names(kind)(attrs)
+        names = rnn_input_names(kind)(attrs)
         want = {"W": (d, g * h, x[2]), "R": (d, g * h, h), "B": (d, 2 * g * h),
                 "sequence_lens": (batch,), "P": (d, 3 * h),
                 "initial_h": (d, batch, h) if attrs["layout"] == 0 else (batch, d, h)}
@@ -101,7 +103,7 @@ def _shape_rule(kind):
 def _dtype_rule(kind):
     def rule(attrs, ins, outs):
         t = ins[0] or outs[0]
-        names = _input_names(kind)(attrs)
+        names = rnn_input_names(kind)(attrs)
         new_ins = [("int32" if n == "sequence_lens" else t) if ins[i] is None else ins[i]
                    for i, n in enumerate(names)]
         return new_ins, [t] * len(outs)
@@ -115,7 +117,7 @@ def _clip(attrs):
 
 def _run(kind, attrs, arrays):
     """The shared kernel: returns Y, Y_h (and Y_c for LSTM) in the op's layout."""
-    names = _input_names(kind)(attrs)
+    names = rnn_input_names(kind)(attrs)
     v = dict(zip(names, arrays))
     x = v["X"]
     if attrs["layout"] == 1:
@@ -207,7 +209,7 @@ def _params(kind):
 for _kind, _doc in (("lstm", "ONNX LSTM: outputs Y (seq, dirs, batch, hidden), Y_h, Y_c."),
                     ("gru", "ONNX GRU: outputs Y (seq, dirs, batch, hidden), Y_h."),
                     ("rnn", "ONNX RNN (simple recurrent layer): outputs Y, Y_h.")):
-    register_once(_kind, doc=_doc, inputs=_input_names(_kind),
+    register_once(_kind, doc=_doc, inputs=rnn_input_names(_kind),
                   outputs=("Y", "Y_h", "Y_c") if _kind == "lstm" else ("Y", "Y_h"),
                   params=_params(_kind), shape=_shape_rule(_kind), dtype=_dtype_rule(_kind),
                   reference=(lambda k: lambda attrs, *xs: _run(k, attrs, xs))(_kind),

@@ -237,7 +237,7 @@ def _concat_of(n, og):
     return op("concatenate", *gs, axis=n.attrs["axis"], num_args=len(gs))
 
 
-def _split_spec(attrs) -> tuple[str, tuple[int, ...]]:
+def split_spec(attrs) -> tuple[str, tuple[int, ...]]:
     """('sections', (k,)) for an int, ('indices', (...)) for a tuple, as NNVM/numpy."""
     v = attrs["indices_or_sections"]
     if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
@@ -253,7 +253,7 @@ def _split_spec(attrs) -> tuple[str, tuple[int, ...]]:
 
 
 def _split_outputs(attrs):
-    kind, v = _split_spec(attrs)
+    kind, v = split_spec(attrs)
     k = v[0] if kind == "sections" else len(v) + 1
     return [f"output{i}" for i in range(k)]
 
@@ -263,7 +263,7 @@ def _split_shape(attrs, ins, outs):
         return ins, outs
     s = tuple(ins[0])
     ax = _norm_axis(attrs["axis"], len(s))
-    kind, v = _split_spec(attrs)
+    kind, v = split_spec(attrs)
     if kind == "sections":
         _expect(s[ax] % v[0] == 0, f"axis {ax} of size {s[ax]} does not split into {v[0]} "
                                    f"equal sections")
@@ -277,7 +277,7 @@ def _split_shape(attrs, ins, outs):
 
 
 def _split_ref(attrs, x):
-    kind, v = _split_spec(attrs)
+    kind, v = split_spec(attrs)
     return tuple(np.split(x, v[0] if kind == "sections" else list(v), axis=attrs["axis"]))
 
 
@@ -381,7 +381,9 @@ register_op("broadcast_to", doc="Broadcast to `shape` (numpy rules).",
 
 # -- strided_slice, pad, take ---------------------------------------------------------------------
 
-def _slices(attrs, shape):
+def slice_spec(attrs, shape):
+    """The Python ``slice`` per axis that ``strided_slice`` with ``attrs`` takes of ``shape``
+    (validated); public so kernel generators index exactly as the reference kernel."""
     begin, end, stride = tuple(attrs["begin"]), tuple(attrs["end"]), tuple(attrs["stride"])
     _expect(len(begin) <= len(shape) and len(end) <= len(shape) and len(stride) <= len(shape),
             f"begin {begin}, end {end} and stride {stride} may not be longer than the input "
@@ -400,7 +402,7 @@ def _strided_slice_shape(attrs, ins, outs):
     if ins[0] is None:
         return ins, outs
     s = tuple(ins[0])
-    return ins, [tuple(len(range(*sl.indices(d))) for sl, d in zip(_slices(attrs, s), s))]
+    return ins, [tuple(len(range(*sl.indices(d))) for sl, d in zip(slice_spec(attrs, s), s))]
 
 
 def _slice_params():
@@ -412,7 +414,7 @@ def _slice_params():
 register_op("strided_slice", doc="Python-style slice x[b0:e0:s0, b1:e1:s1, ...]; axes beyond "
             "begin are kept whole.", params=_slice_params(), shape=_strided_slice_shape,
             dtype=same_dtype,
-            reference=lambda attrs, x: x[_slices(attrs, x.shape)].copy(),
+            reference=lambda attrs, x: x[slice_spec(attrs, x.shape)].copy(),
             gradient=lambda n, og: [op("_strided_slice_backward", og[0], n.inputs[0],
                                        **{k: n.attrs[k] for k in ("begin", "end", "stride")})],
             pattern=INJ, support_level=4)
@@ -433,7 +435,7 @@ def _scatter_back_shape(forward_rule, attrs, ins, outs):
 
 def _slice_bwd_ref(attrs, g, x):
     out = np.zeros(x.shape, dtype=g.dtype)
-    out[_slices(attrs, x.shape)] = g
+    out[slice_spec(attrs, x.shape)] = g
     return out
 
 
@@ -448,7 +450,8 @@ register_op("_strided_slice_backward", doc="Gradient of strided_slice: out_grad 
             pattern=INJ, FIgnoreInputs=lambda attrs: [1], TIsBackward=True, support_level=10)
 
 
-def _pad_width(attrs, ndim):
+def pad_spec(attrs, ndim):
+    """``pad``'s ``pad_width`` as validated ``((before, after), ...)`` for an ``ndim``-D input."""
     pw = attrs["pad_width"]
     try:
         pairs = tuple((int(a), int(b)) for a, b in pw)
@@ -463,7 +466,7 @@ def _pad_width(attrs, ndim):
 def _pad_shape(attrs, ins, outs):
     if ins[0] is None:
         return ins, outs
-    pairs = _pad_width(attrs, len(ins[0]))
+    pairs = pad_spec(attrs, len(ins[0]))
     return ins, [tuple(d + a + b for d, (a, b) in zip(ins[0], pairs))]
 
 
@@ -477,7 +480,7 @@ register_op("pad", doc="Constant padding: pad_width ((before, after), ...) per a
             params=[Param("pad_width", "any", doc="((before, after), ...) per axis"),
                     Param("pad_value", "float", 0.0, "the fill value")],
             shape=_pad_shape, dtype=same_dtype,
-            reference=lambda attrs, x: np.pad(x, _pad_width(attrs, x.ndim),
+            reference=lambda attrs, x: np.pad(x, pad_spec(attrs, x.ndim),
                                               constant_values=attrs["pad_value"]),
             gradient=_pad_grad, pattern=INJ, support_level=1)
 

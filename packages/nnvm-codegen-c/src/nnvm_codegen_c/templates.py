@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..ops.nn import _Conv, _Pool
-from ..ops.reduce import reduce_axes
+from nnvm.ops.nn import ConvGeometry, PoolGeometry
+from nnvm.ops.reduce import reduce_axes
+
 from .builder import KernelBuilder, numel
 
 
@@ -154,7 +155,7 @@ def pool2d(b: KernelBuilder, nid: int) -> None:
         raise b.unsupported(nid, f"pooling layout {attrs['layout']} (only NCHW)")
     src = b.inputs(nid)[0]
     n, c, h, w = b.shape(src)
-    pl = _Pool(attrs)
+    pl = PoolGeometry(attrs)
     (pt, plft, _, _), (oh, ow) = pl.pads(h, w)
     out = b.info.entry(nid, 0)
     dt = b.dtype(src)
@@ -317,11 +318,11 @@ def dense(b: KernelBuilder, nid: int) -> None:
         return (b.delinearize(i, lead) if len(lead) != 1 else [i]) + [j]
 
     if bias is not None:
-        _with_bias(b, nid, bias, lambda coords: [coords[-1]])
+        with_bias(b, nid, bias, lambda coords: [coords[-1]])
     gemm(b, 1, rows, units, kdim, a_at, b_at, out_at, b.dtype(x))
 
 
-def _with_bias(b: KernelBuilder, nid: int, bias: int, bias_coords: Callable) -> None:
+def with_bias(b: KernelBuilder, nid: int, bias: int, bias_coords: Callable) -> None:
     """Wrap ``builder.store`` so the master's value gets ``+ bias`` before the epilogue."""
     plain = b.store
 
@@ -379,7 +380,7 @@ def conv2d(b: KernelBuilder, nid: int) -> None:
     ins = b.inputs(nid)
     x, w = ins[0], ins[1]
     bias = ins[2] if len(ins) > 2 else None
-    cv = _Conv(attrs)
+    cv = ConvGeometry(attrs)
     nb, c, h, wd = b.shape(x)
     o = cv.channels
     g = cv.groups
@@ -387,7 +388,7 @@ def conv2d(b: KernelBuilder, nid: int) -> None:
     cg, og = c // g, o // g
     kh, kw = cv.k
     if bias is not None:
-        _with_bias(b, nid, bias, lambda coords: [coords[1]])
+        with_bias(b, nid, bias, lambda coords: [coords[1]])
     if og < 4:
         return _conv2d_direct(b, nid, cv, x, w)
     pt, pl = cv.p[0], cv.p[1]
@@ -442,7 +443,7 @@ def conv_transpose(b: KernelBuilder, nid: int) -> None:
     """2-D transposed convolution (NCHW, weight (C_in, C_out/g, KH, KW)) in gather form:
     one work-item per output element sums the input pixels whose strided footprint covers
     it, so no two work-items write the same element (no atomics, no col2im buffer)."""
-    from ..ops.nn_nd import _tconv_pads
+    from nnvm.ops.nn_nd import conv_transpose_pads
 
     attrs = b.attrs(nid)
     ins = b.inputs(nid)
@@ -450,7 +451,7 @@ def conv_transpose(b: KernelBuilder, nid: int) -> None:
     xs, ws = b.shape(x), b.shape(w)
     if len(xs) != 4:
         raise b.unsupported(nid, "conv_transpose kernels are 2-D (NCHW) only")
-    s, pb, _, d, _ = _tconv_pads(attrs, xs, ws)
+    s, pb, _, d, _ = conv_transpose_pads(attrs, xs, ws)
     if min(pb) < 0:
         raise b.unsupported(nid, "conv_transpose with negative pads (from output_shape)")
     nb, c, h, wd = xs
@@ -460,7 +461,7 @@ def conv_transpose(b: KernelBuilder, nid: int) -> None:
     out = b.info.entry(nid, 0)
     dt = b.dtype(x)
     if len(ins) > 2:
-        _with_bias(b, nid, ins[2], lambda coords: [coords[1]])
+        with_bias(b, nid, ins[2], lambda coords: [coords[1]])
     gid = _gid_guard(b, numel(b.shape(out)))
     on, oc, oy, ox = b.delinearize(gid, b.shape(out))
     c0 = b.int_let(f"({oc} / {cog}) * {cig}") if g > 1 else "0"
@@ -489,10 +490,10 @@ def lstm(b: KernelBuilder, nid: int) -> None:
     a kernel per step or a host round trip per step would cost more than the arithmetic.
     Falls back (host step) for peepholes, clip, coupled gates, sequence_lens, bidirectional
     layers, non-default activations, or more units than one work-group holds."""
-    from ..ops.sequence import _input_names
+    from nnvm.ops.sequence import rnn_input_names
 
     attrs = b.attrs(nid)
-    names = _input_names("lstm")(attrs)
+    names = rnn_input_names("lstm")(attrs)
     ins = dict(zip(names, b.inputs(nid)))
     acts = [a.lower() for a in attrs["activations"]]
     why = ("peepholes" if attrs["use_peepholes"] else "clip" if attrs["clip"] else

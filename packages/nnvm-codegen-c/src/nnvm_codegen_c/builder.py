@@ -1,7 +1,7 @@
 """KernelBuilder: emits one kernel's body as statements, one value per (entry, coordinates).
 
 A fused group is lowered by asking for the value of its root's output at symbolic output
-coordinates (C index expressions). Each op's *value rule* (``nnvm.codegen.rules``) turns
+coordinates (C index expressions). Each op's *value rule* (``nnvm_codegen_c.rules``) turns
 "value of my output at these coordinates" into expressions over its inputs' values at derived
 coordinates; an entry produced outside the group is loaded from a kernel parameter. Values are
 memoised per scope, so a diamond inside a group is computed once, and a loop body (a reduction,
@@ -13,7 +13,8 @@ from __future__ import annotations
 import contextlib
 from typing import Callable, Sequence
 
-from ..errors import UnsupportedOpError, format_error, node_where
+from nnvm.errors import UnsupportedOpError, format_error, node_where
+
 from .renderer import CLikeRenderer, Kernel, TensorArg
 
 

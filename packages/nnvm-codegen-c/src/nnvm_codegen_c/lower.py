@@ -12,10 +12,10 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from ..errors import UnsupportedOpError
+from nnvm.errors import UnsupportedOpError
+
 from .arena import host_only
 from .builder import GraphInfo, KernelBuilder
-from .cpu_templates import CPU_TEMPLATES, use_cpu_variant
 from .renderer import CLikeRenderer, Kernel
 from .rules import FLOAT_ONLY, VALUE_RULES
 from .templates import TEMPLATES, elementwise
@@ -117,8 +117,9 @@ def lower_group(renderer: CLikeRenderer, info: GraphInfo, root: int, master: int
             return KernelBuilder(renderer, info, mset, root, master if use_template else root,
                                  _kernel_name(info, root, k if nout > 1 else None), limits)
         b = builder()
-        if use_template and mop in CPU_TEMPLATES and use_cpu_variant(b):
-            if not CPU_TEMPLATES[mop](b, master):  # declined: the portable template runs
+        variant = renderer.template_variant(mop, b.limits) if use_template else None
+        if variant is not None:
+            if not variant(b, master):  # declined: the portable template runs
                 b = builder()
                 TEMPLATES[mop](b, master)
         elif use_template:

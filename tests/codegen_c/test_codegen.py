@@ -7,37 +7,9 @@ import numpy as np
 
 import nnvm
 from nnvm import sym
-from nnvm.codegen import (EXPR_RULES, TEMPLATES, VALUE_RULES, CLikeRenderer, lower_graph)
+from codegen_dialects import CPU_LIMITS, CudaLike, OpenCLLike, conv_dense_graph
+from nnvm_codegen_c import EXPR_RULES, TEMPLATES, VALUE_RULES, lower_graph
 from nnvm.testing.models import MODELS
-
-
-class CudaLike(CLikeRenderer):
-    """A CUDA-flavoured dialect written from attributes only."""
-
-    dialect = "cuda"
-    kernel_prefix = 'extern "C" __global__'
-    buffer_prefix = ""
-    smem_prefix = "__shared__ "
-    barrier = "__syncthreads();"
-    restrict = "__restrict__"
-    global_id = "(blockIdx.{d}*blockDim.{d}+threadIdx.{d})"
-    local_id = "threadIdx.{d}"
-    group_id = "blockIdx.{d}"
-    dim_names = ("x", "y", "z")
-    type_map = {**CLikeRenderer.type_map, "int64": "long long", "uint8": "unsigned char",
-                "bool": "unsigned char"}
-    math_names = {"clampi": "nnvm_clampi"}
-
-
-class OpenCLLike(CLikeRenderer):
-    dialect = "opencl"
-    kernel_prefix = "__kernel"
-    buffer_prefix = "__global "
-    smem_prefix = "__local "
-    barrier = "barrier(CLK_LOCAL_MEM_FENCE);"
-    global_id = "get_global_id({d})"
-    local_id = "get_local_id({d})"
-    group_id = "get_group_id({d})"
 
 
 def _optimized(name):
@@ -99,48 +71,35 @@ def test_rule_tables_are_data():
     assert r.const(1.5, "float64") == "((double)1.5)"
 
 
-CPU_LIMITS = {"device_type": "cpu", "preferred_vector_width_float": 8,
-              "max_work_group_size": 4096, "local_mem_size": 1 << 20}
-
-
-class OpenCLVec(OpenCLLike):
-    vector_types = True
-
-
-def _conv_dense_graph():
-    x = sym.Variable("x")
-    y = sym.relu(sym.conv2d(x, channels=16, kernel_size=(3, 3), padding=(1, 1), name="c"))
-    y = sym.dense(sym.flatten(y), units=10, name="fc")
-    rng = np.random.default_rng(0)
-    params = {"c_weight": rng.standard_normal((16, 3, 3, 3)).astype("float32"),
-              "c_bias": rng.standard_normal(16).astype("float32"),
-              "fc_weight": rng.standard_normal((10, 16 * 8 * 8)).astype("float32"),
-              "fc_bias": rng.standard_normal(10).astype("float32")}
-    return nnvm.compiler.optimize(y, shape={"x": (1, 3, 8, 8)}, params=params,
-                                  opt_level=2)[0]
-
-
-def test_cpu_variant_is_vectorised_and_barrier_free():
-    g = _conv_dense_graph()
-    kernels = [k for s in lower_graph(g, OpenCLVec(), CPU_LIMITS) for k in s.kernels]
-    heavy = [k for k in kernels if "vload" in k.source]
-    assert len(heavy) == 2, [k.name for k in kernels]  # the conv and the dense
-    for k in heavy:
-        assert "barrier" not in k.source and "__local" not in k.source
-        assert "float8" in k.source and k.local_size == (1, 1, 1)
-
-
 def test_cpu_limits_leave_dialects_without_vectors_on_the_portable_kernels():
-    g = _conv_dense_graph()
+    g = conv_dense_graph()
     for r in (CudaLike(), OpenCLLike()):
         src = r.render_program([k for s in lower_graph(g, r, CPU_LIMITS) for k in s.kernels])
         assert "vload" not in src and r.barrier in src
 
 
-def test_cpu_variant_declines_what_it_cannot_block():
-    """matmul with transpose_a has no CPU variant: the portable template renders it."""
-    a, b = sym.Variable("a"), sym.Variable("b")
-    g, _ = nnvm.compiler.optimize(sym.matmul(a, b, transpose_a=True),
-                                  shape={"a": (8, 4), "b": (8, 6)})
-    (step,) = lower_graph(g, OpenCLVec(), CPU_LIMITS)
-    assert "barrier" in step.kernels[0].source and "vload" not in step.kernels[0].source
+def test_template_variant_hook_runs_first_and_may_decline():
+    """A renderer's variant replaces the portable template; one that declines leaves it."""
+    seen = []
+
+    def variant(b, nid):
+        seen.append(b.attrs(nid).get("units"))
+        if b.limits.get("take"):
+            b.global_size, b.local_size = (1,), (1,)
+            b.emit("/* variant */")
+            return True
+        return False
+
+    class WithVariant(OpenCLLike):
+        def template_variant(self, op, limits):
+            return variant if op == "dense" else None
+
+    g = conv_dense_graph()
+    dense_src = {}
+    for take in (True, False):
+        kernels = [k for s in lower_graph(g, WithVariant(), {**CPU_LIMITS, "take": take})
+                   for k in s.kernels]
+        dense_src[take] = next(k.source for k in kernels if k.name.endswith("_fc"))
+    assert seen == [10, 10]
+    assert "/* variant */" in dense_src[True] and "barrier(" not in dense_src[True]
+    assert "/* variant */" not in dense_src[False] and "barrier(" in dense_src[False]

@@ -11,14 +11,15 @@ Two tables:
   coordinates to input coordinates and ask the builder for the input's value there.
 
 Heavy ops (GEMM, convolution, pooling, reductions, softmax) are kernel templates in
-``nnvm.codegen.templates``; the fused group's elementwise tail is applied with these rules.
+``nnvm_codegen_c.templates``; the fused group's elementwise tail is applied with these rules.
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
-from ..ops.transform import _pad_width, _slices, _split_spec
+from nnvm.ops.transform import pad_spec, slice_spec, split_spec
+
 from .builder import KernelBuilder
 
 Expr = Callable[..., str]
@@ -190,7 +191,7 @@ def _strided_slice(b: KernelBuilder, nid: int, k: int, coords) -> str:
     src = b.inputs(nid)[0]
     ishape = b.shape(src)
     ic = []
-    for c, sl, d in zip(coords, _slices(b.attrs(nid), ishape), ishape):
+    for c, sl, d in zip(coords, slice_spec(b.attrs(nid), ishape), ishape):
         start, _, step = sl.indices(d)
         ic.append(c if (start, step) == (0, 1) else f"({start} + ({step}) * {c})")
     return b.value(src, [b.int_let(c) for c in ic])
@@ -203,7 +204,7 @@ def _clamped(b: KernelBuilder, expr: str, hi: int) -> str:
 def _pad(b: KernelBuilder, nid: int, k: int, coords) -> str:
     src = b.inputs(nid)[0]
     ishape = b.shape(src)
-    pairs = _pad_width(b.attrs(nid), len(ishape))
+    pairs = pad_spec(b.attrs(nid), len(ishape))
     conds, ic = [], []
     for c, (before, _), d in zip(coords, pairs, ishape):
         if before == 0 and pairs and d == b.shape(b.info.entry(nid, k))[len(ic)]:
@@ -243,7 +244,7 @@ def _split(b: KernelBuilder, nid: int, k: int, coords) -> str:
     src = b.inputs(nid)[0]
     ishape = b.shape(src)
     ax = b.attrs(nid)["axis"] % len(ishape)
-    kind, v = _split_spec(b.attrs(nid))
+    kind, v = split_spec(b.attrs(nid))
     if kind == "sections":
         start = k * (ishape[ax] // v[0])
     else:
@@ -300,10 +301,10 @@ def _resize_axis(b: KernelBuilder, nid: int, c: str, n_in: int, scale: float, n_
     interpolation matrix (``nnvm.ops.image``) for every output index."""
     import numpy as np
 
-    from ..ops.image import _axis_matrix, _source_coords
+    from nnvm.ops.image import axis_matrix, source_coords
 
     attrs = b.attrs(nid)
-    w, extrap = _axis_matrix(attrs, n_in, scale, n_out, roi)
+    w, extrap = axis_matrix(attrs, n_in, scale, n_out, roi)
     if extrap is not None or (w > 0).sum(axis=1).max() > 2:
         raise b.unsupported(nid, f"resize mode {attrs['mode']!r} with these options has no "
                                  "kernel (nearest and linear without roi/antialias have)")
@@ -318,7 +319,7 @@ def _resize_axis(b: KernelBuilder, nid: int, c: str, n_in: int, scale: float, n_
                 return [(_clamped(b, e, n_in), None)]
         raise b.unsupported(nid, "resize: no integer closed form for this nearest mapping")
     # linear: x = o * step + start, clamped to the axis; taps floor(x) and floor(x) + 1
-    src, _ = _source_coords(attrs["coordinate_transformation_mode"], o.astype(np.float64),
+    src, _ = source_coords(attrs["coordinate_transformation_mode"], o.astype(np.float64),
                             scale, n_in, n_out, roi)
     step = float(src[1] - src[0]) if n_out > 1 else 0.0
     start = float(src[0])
@@ -340,14 +341,14 @@ def _resize_axis(b: KernelBuilder, nid: int, c: str, n_in: int, scale: float, n_
 
 
 def _resize(b: KernelBuilder, nid: int, k: int, coords) -> str:
-    from ..ops.image import _plan
+    from nnvm.ops.image import resize_plan
 
     src = b.inputs(nid)[0]
     ishape = b.shape(src)
     attrs = b.attrs(nid)
     if attrs["antialias"] or attrs["exclude_outside"] or attrs["mode"] == "cubic":
         raise b.unsupported(nid, "resize: cubic, antialias and exclude_outside have no kernel")
-    plan, _ = _plan(attrs, ishape)
+    plan, _ = resize_plan(attrs, ishape)
     taps = {a: _resize_axis(b, nid, coords[a], ishape[a], sc, n, roi)
             for a, sc, n, roi in plan}
     terms = [([], [])]

@@ -2,16 +2,18 @@
 
 A CPU OpenCL driver (PoCL) runs a work-group as a loop over its work-items; a barrier splits
 that loop into parallel regions and turns every private variable that lives across it into
-a per-work-item array in memory, so the local-memory tiled GEMM of ``templates.gemm`` is
+a per-work-item array in memory, so the local-memory tiled GEMM of
+``nnvm_codegen_c.templates.gemm`` is
 slow there. These variants give each work-item a register block of the output instead
 (``MR`` rows x ``NR`` columns or ``MR`` rows x one vector of pixels), read operands straight
 from global memory (the CPU caches do the tiling), and spell the innermost arithmetic with
 the dialect's vector types so the work-item's loop is already SIMD; work-groups are one
 work-item (``reqd_work_group_size(1, 1, 1)``), which PoCL runs as a plain function call.
 
-Used by ``lower.lower_group`` when the renderer has ``vector_types`` and the device limits
-say ``device_type == "cpu"``. A variant returns False when a shape or layout does not fit
-it, and the portable template runs instead. Three kernels:
+``OpenCLRenderer.template_variant`` offers them to ``nnvm_codegen_c.lower.lower_group`` when
+the device limits say ``device_type == "cpu"`` (they live here, not in the shared generator,
+because only OpenCL has CPU drivers). A variant returns False when a shape or layout does
+not fit it, and the portable template runs instead. Three kernels:
 
 * ``dot`` -- ``C[i, j] = sum_l A[i, l] * B[j, l]`` (both operands contiguous along K): dense
   and ``matmul(transpose_b=True)``; one vector accumulator per (row, column), summed at the
@@ -27,8 +29,9 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..ops.nn import _Conv
-from .builder import KernelBuilder, numel
+from nnvm.ops.nn import ConvGeometry, PoolGeometry
+from nnvm_codegen_c.builder import KernelBuilder, numel
+from nnvm_codegen_c.templates import with_bias
 
 #: output rows x columns per work-item of the dot kernel (16 vector accumulators).
 DOT_BLOCK = (4, 4)
@@ -43,9 +46,6 @@ CONV_VECTORS = 3
 CONV_VECTORS_EXACT = 5
 
 
-def use_cpu_variant(b: KernelBuilder) -> bool:
-    """Whether ``b`` renders for a CPU device in a dialect with vector types."""
-    return bool(b.r.vector_types) and b.limits.get("device_type") == "cpu"
 
 
 def _width(b: KernelBuilder, extent: int, exact: bool = False) -> int:
@@ -186,8 +186,6 @@ def axpy_gemm(b: KernelBuilder, batch: int, m: int, n: int, k: int, a: str, a_ro
 
 
 def dense(b: KernelBuilder, nid: int) -> bool:
-    from .templates import _with_bias
-
     ins = b.inputs(nid)
     x, w = ins[0], ins[1]
     xs = b.shape(x)
@@ -202,7 +200,7 @@ def dense(b: KernelBuilder, nid: int) -> bool:
 
     plain = b.store
     if len(ins) > 2:
-        _with_bias(b, nid, ins[2], lambda coords: [coords[-1]])
+        with_bias(b, nid, ins[2], lambda coords: [coords[-1]])
     ok = dot_gemm(b, 1, rows, units, kdim, b.tensor(x), lambda z, i: f"({i}) * {kdim}",
                   b.tensor(w), lambda z, j: f"({j}) * {kdim}", out_at, b.dtype(x))
     if not ok:
@@ -318,14 +316,12 @@ def _conv_row_guarded(b, row, ix0, v, nc, kw, sx, dx, wd, vt, dt, lanes_at, fma_
 
 def conv2d(b: KernelBuilder, nid: int) -> bool:
     """Direct NCHW/OIHW convolution, ``CONV_CHANNELS`` channels x a vector of pixels."""
-    from .templates import _with_bias
-
     attrs = b.attrs(nid)
     if attrs.get("layout", "NCHW") != "NCHW" or attrs.get("kernel_layout", "OIHW") != "OIHW":
         return False
     ins = b.inputs(nid)
     x, w = ins[0], ins[1]
-    cv = _Conv(attrs)
+    cv = ConvGeometry(attrs)
     nb, c, h, wd = b.shape(x)
     g = cv.groups
     cg, og = c // g, cv.channels // g
@@ -349,7 +345,7 @@ def conv2d(b: KernelBuilder, nid: int) -> bool:
     r = b.r
     vt = r.vec_type(dt, v)
     if len(ins) > 2:
-        _with_bias(b, nid, ins[2], lambda coords: [coords[1]])
+        with_bias(b, nid, ins[2], lambda coords: [coords[1]])
     seg, ob, n = _launch(b, oh * nxb, g * nob, nb)
     oy = b.int_let(f"{seg} / {nxb}" if nxb > 1 else seg, "oy")
     ox0 = b.int_let(f"({seg} % {nxb}) * {seg_w}" if nxb > 1 else "0", "ox")
@@ -409,15 +405,13 @@ def pool2d(b: KernelBuilder, nid: int) -> bool:
     """max/avg pooling (NCHW, float32): a work-item computes vectors of consecutive outputs
     of one row; each window tap is one (masked) vector read, stride 2 as a double-width
     read keeping the even lanes. Needs the arena's guard bytes (masked edge reads)."""
-    from ..ops.nn import _Pool
-
     attrs = b.attrs(nid)
     src = b.inputs(nid)[0]
     dt = b.dtype(src)
     if attrs.get("layout", "NCHW") != "NCHW" or dt != "float32":
         return False
     n, c, h, wd = b.shape(src)
-    pl = _Pool(attrs)
+    pl = PoolGeometry(attrs)
     (pt, plft, _, _), (oh, ow) = pl.pads(h, w=wd)
     (kh, kw), (sy, sx) = pl.k, pl.s
     v = 8 if sx == 2 else 16
@@ -477,3 +471,9 @@ CPU_TEMPLATES: dict[str, Callable[[KernelBuilder, int], bool]] = {
     "dense": dense, "matmul": matmul, "conv2d": conv2d,
     "max_pool2d": pool2d, "avg_pool2d": pool2d,
 }
+
+
+def cpu_variant(op: str, limits: dict) -> Callable[[KernelBuilder, int], bool] | None:
+    """The CPU variant of ``op``'s template on a device with ``limits``, or None: a GPU or
+    accelerator keeps the portable local-memory templates of nnvm_codegen_c."""
+    return CPU_TEMPLATES.get(op) if limits.get("device_type") == "cpu" else None

@@ -1,6 +1,6 @@
 """The C-like kernel renderer: dialect hooks shared by OpenCL C and CUDA C.
 
-Kernels are built dialect-neutrally (``nnvm.codegen.builder``) from small hook calls on a
+Kernels are built dialect-neutrally (``nnvm_codegen_c.builder``) from small hook calls on a
 renderer: how a kernel is declared, how a buffer parameter is qualified, how a work-item finds
 its index, how a barrier and local memory are spelled, which C type a dtype maps to and which
 name a math function has. A backend subclasses :class:`CLikeRenderer` and overrides
@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Callable
 
-from ..errors import UnsupportedOpError
+from nnvm.errors import UnsupportedOpError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,13 +83,13 @@ class CLikeRenderer:
         int_type: the C type used for index arithmetic.
         float_suffix: literal suffix of a float32 constant.
         vector_types: whether ``float4``-style vector types exist (``vload4`` in OpenCL).
-            The CPU kernel variants (``nnvm.codegen.cpu_templates``) are used only when set;
-            they spell vectors through ``vec_type``/``vload``/``vec_lane``/``vec_half``.
+            Device-specific variants (``template_variant``, e.g. the OpenCL backend's CPU
+            kernels) spell vectors through ``vec_type``/``vload``/``vec_lane``/``vec_half``.
         vector_widths: the vector widths the dialect has (used with ``vector_types``).
     """
 
     dialect = "c"
-    kernel_prefix = "void"
+    kernel_prefix = ""
     buffer_prefix = ""
     smem_prefix = "static "
     barrier = ""
@@ -106,6 +107,16 @@ class CLikeRenderer:
     float_suffix = "f"
     vector_types = False
     vector_widths: tuple[int, ...] = (2, 4, 8, 16)
+
+    # -- device-specific templates -----------------------------------------------------------
+    def template_variant(self, op: str, limits: dict) -> Callable[..., bool] | None:
+        """A template for ``op`` tried before the portable one in ``templates.TEMPLATES``,
+        or None. It is called as ``variant(builder, master_nid)`` and returns False to decline
+        (a shape or layout it does not fit); the portable template then runs on a fresh
+        builder. A hook, not a table here, because variants are backend technology (the OpenCL
+        backend's register-blocked CPU kernels) that this shared generator must not import.
+        """
+        return None
 
     # -- types and constants -----------------------------------------------------------------
     def ctype(self, dtype: str) -> str:
@@ -207,8 +218,8 @@ class CLikeRenderer:
         """The full text of one kernel: signature, pointer prologue, body."""
         params = [p for a in args for p in self.param_decls(a)]
         attrs = self.kernel_attrs(local_size)
-        head = f"{self.kernel_prefix} {attrs + ' ' if attrs else ''}void {name}(" + \
-            ",\n    ".join(params) + ") {"
+        qualifiers = "".join(f"{q} " for q in (self.kernel_prefix, attrs) if q)
+        head = f"{qualifiers}void {name}(" + ",\n    ".join(params) + ") {"
         lines = [head] + ["  " + self.param_prologue(a) for a in args]
         lines += ["  " + ln if ln else "" for ln in body]
         lines.append("}")
