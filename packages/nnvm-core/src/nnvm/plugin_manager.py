@@ -2,7 +2,8 @@
 
 Loading is lazy: the first lookup in a registry loads core's built-in plugin and then every
 entry point. A plugin that fails to import is recorded as unavailable with the reason, never
-raised at discovery. ``NNVM_DISABLE_PLUGIN_AUTOLOAD=1`` loads only core (plus the names in
+raised at discovery. Availability (device probes, toolchains: pyopencl, CuPy, nvcc) is asked
+for only when ``plugins()`` reports it, so building for ``reference`` probes no hardware. ``NNVM_DISABLE_PLUGIN_AUTOLOAD=1`` loads only core (plus the names in
 ``NNVM_PLUGINS``, comma-separated); ``NNVM_TRACE_PLUGINS=1`` prints every hook call.
 """
 
@@ -47,6 +48,8 @@ class PluginInfo:
 _infos: dict[str, PluginInfo] = {}
 _backends: dict[str, Any] = {}
 _frontends: dict[str, Any] = {}
+#: plugin name -> (its backends, its frontends) whose availability ``plugins()`` has yet to ask
+_unprobed: dict[str, tuple[list, list]] = {}
 
 
 def get_plugin_manager() -> pluggy.PluginManager:
@@ -144,7 +147,6 @@ def _register_from(pm, name: str, op, pass_manager) -> None:
         _call(pm, "nnvm_register_passes", name, registry=pass_manager)
         backends = _call(pm, "nnvm_register_backends", name) or []
         frontends = _call(pm, "nnvm_register_frontends", name) or []
-        extra = _call(pm, "nnvm_plugin_info", name) or {}
     except Exception as exc:  # noqa: BLE001
         if name == "nnvm":
             raise  # core itself is broken: never hide that
@@ -155,6 +157,28 @@ def _register_from(pm, name: str, op, pass_manager) -> None:
         _backends[b.name] = b
     for f in frontends:
         _frontends[f.name] = f
+    _unprobed[name] = (backends, frontends)
+    info.provides = {
+        "ops": sorted(set(op._OPS) - before_ops),
+        "passes": sorted(set(pass_manager._PASSES) - before_passes),
+        "targets": [b.name for b in backends],
+        "frontends": [f.name for f in frontends],
+    }
+
+
+def _probe(pm, name: str) -> None:
+    """Fill in ``name``'s summary and availability: its ``nnvm_plugin_info`` and every
+    target's and frontend's ``is_available()``. Deferred to ``plugins()`` because these import
+    device libraries and run toolchains, which a build for another target never needs."""
+    backends, frontends = _unprobed.pop(name)
+    info = _infos[name]
+    try:
+        extra = _call(pm, "nnvm_plugin_info", name) or {}
+    except Exception as exc:  # noqa: BLE001
+        if name == "nnvm":
+            raise  # core itself is broken: never hide that
+        info.available, info.reason = False, f"nnvm_plugin_info failed: {exc!r}"
+        return
     info.summary = extra.get("summary", info.summary)
     if extra.get("available") is not None:
         info.available, info.reason = False, extra["available"]
@@ -163,12 +187,6 @@ def _register_from(pm, name: str, op, pass_manager) -> None:
     if reasons and info.available:
         info.available = False
         info.reason = "; ".join(reasons)
-    info.provides = {
-        "ops": sorted(set(op._OPS) - before_ops),
-        "passes": sorted(set(pass_manager._PASSES) - before_passes),
-        "targets": [b.name for b in backends],
-        "frontends": [f.name for f in frontends],
-    }
 
 
 def _safe_reason(obj) -> str | None:
@@ -197,6 +215,9 @@ def _version(dist: str) -> str:
 def plugins() -> list[PluginInfo]:
     """Every discovered plugin: name, version, what it provides, availability and reason."""
     load()
+    with _lock:
+        for name in list(_unprobed):
+            _probe(_state["pm"], name)
     return list(_infos.values())
 
 
