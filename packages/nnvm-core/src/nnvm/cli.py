@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import os
 import re
 import sys
@@ -27,7 +28,11 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from . import progress
 from .errors import NNVMError, format_error
+from .log import configure as configure_logging
+
+_log = logging.getLogger("nnvm.cli")
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1
@@ -53,16 +58,16 @@ class CLIError(NNVMError):
 # -- small helpers --------------------------------------------------------------------------
 
 class Progress:
-    """Stage lines with elapsed time on stderr: ``[  0.42s] InferShape: 0.3 ms``."""
+    """Stage lines as INFO records of the ``nnvm.cli`` logger, which ``nnvm.log.configure``
+    prints on stderr with the elapsed time (``[  0.42s] InferShape: 0.3 ms``); ``-q`` hides
+    them, ``-v`` adds DEBUG details. ``quiet=True`` drops them here (a step run for another)."""
 
     def __init__(self, quiet: bool = False):
-        self.t0 = time.perf_counter()
         self.quiet = quiet
 
     def __call__(self, message: str) -> None:
         if not self.quiet:
-            print(f"[{time.perf_counter() - self.t0:7.2f}s] {message}", file=sys.stderr,
-                  flush=True)
+            _log.info("%s", message)
 
 
 def parse_shapes(items: Sequence[str] | None) -> dict[str, tuple[int, ...]]:
@@ -287,10 +292,11 @@ def load_model(path: str, shapes: dict, dtype: Any, params_path: str | None, log
         reason = front.is_available()
         if reason is not None:
             raise CLIError(f"{path}: frontend '{front.name}' is unavailable: {reason}")
-        log(f"importing {path} with frontend '{front.name}'")
-        graph, params = front.load(path, shape=shapes or None,
-                                   dtype=None if dtype == "float32" else dtype,
-                                   **frontend_options)
+        with progress.step(f"importing {path} with frontend '{front.name}'") \
+                if not getattr(log, "quiet", False) else contextlib.nullcontext():
+            graph, params = front.load(path, shape=shapes or None,
+                                       dtype=None if dtype == "float32" else dtype,
+                                       **frontend_options)
         params = dict(params or {})
     if params_path:
         log(f"reading params {params_path}")
@@ -322,7 +328,7 @@ def check_output_path(path: str) -> None:
 def cmd_compile(args) -> int:
     from .compiler import build
 
-    log = Progress(args.quiet)
+    log = Progress()
     shapes = parse_shapes(args.shape)
     dtype = parse_dtype(args.dtype)
     out = args.output or os.path.splitext(os.path.basename(args.model))[0] + ".nnvm"
@@ -364,7 +370,7 @@ def cmd_compile(args) -> int:
 def cmd_run(args) -> int:
     from .runtime import load
 
-    log = Progress(args.quiet)
+    log = Progress()
     log(f"loading {args.artifact}")
     module = load(args.artifact)
     module.allow_cast = args.cast
@@ -670,7 +676,7 @@ def cmd_bench(args) -> int:
     if args.threads is not None and args.threads < 1:
         raise CLIError(format_error("--threads", "must be >= 1", got=args.threads,
                                     fix="Leave it out to use every core"))
-    log = Progress(args.quiet)
+    log = Progress()
     log(f"loading {args.artifact}")
     module = load(args.artifact)
     module.allow_cast = args.cast
@@ -776,6 +782,8 @@ _EPILOG = """examples:
   python -m nnvm ...                (the same, without the console script)
 
 Errors print as one line; --debug (before or after the subcommand) shows the traceback.
+-v adds detail, -q keeps only warnings and errors (both anywhere on the line). Progress
+bars appear on a terminal for steps longer than a second (import, lowering, compiling).
 Options must be spelled in full (--shape, not --shap).
 
 exit codes:
@@ -791,8 +799,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="nnvm", formatter_class=_HELP, epilog=_EPILOG, allow_abbrev=False,
         description="NNVM: compile deep-learning models to one-file artifacts and run them.")
     parser.add_argument("--version", action="version", version=f"nnvm {__version__}")
-    parser.add_argument("--debug", action="store_true",
-                        help="show full tracebacks on errors")
+    for flags, kw in _GLOBAL_FLAGS:
+        parser.add_argument(*flags, **kw)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("compile", help="compile a model to a .nnvm artifact", formatter_class=_HELP,
@@ -818,7 +826,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", metavar="OUT.nnvm", help="artifact path")
     p.add_argument("--sign", metavar="KEY", help="sign the artifact with this private key "
                    "(made by nnvm keygen; needs nnvm-core[sign])")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=cmd_compile)
 
     p = sub.add_parser("run", help="run an artifact on .npy inputs", formatter_class=_HELP,
@@ -838,7 +845,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="cast inputs of another dtype (same kind, e.g. float64 -> float32) "
                         "instead of refusing them")
     p.add_argument("--json", action="store_true", help="print a JSON report")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("inspect", help="show IR, op histogram and memory statistics",
@@ -901,7 +907,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compare", metavar="RUNTIME", help="also time 'onnxruntime'")
     p.add_argument("--onnx", metavar="MODEL.onnx", help="the ONNX model for --compare")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=cmd_bench)
 
     from .plugin_manager import get_plugin_manager
@@ -909,11 +914,22 @@ def build_parser() -> argparse.ArgumentParser:
     get_plugin_manager().hook.nnvm_add_cli_commands(subparsers=sub)
     for p in sub.choices.values():  # plugins' subcommands too (argparse reads it at parse)
         p.allow_abbrev = False
-        if "--debug" not in p._option_string_actions:
-            # SUPPRESS: a subcommand without --debug must not reset the global flag.
-            p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
-                           help="show full tracebacks on errors")
+        for flags, kw in _GLOBAL_FLAGS:
+            if not any(f in p._option_string_actions for f in flags):
+                # SUPPRESS: a subcommand must not reset a flag given before it.
+                p.add_argument(*flags, **{**kw, "default": argparse.SUPPRESS})
     return parser
+
+
+#: Flags accepted anywhere on the line (before or after the subcommand).
+_GLOBAL_FLAGS = (
+    (("--debug",), dict(action="store_true", default=False,
+                        help="show full tracebacks on errors")),
+    (("-v", "--verbose"), dict(action="count", default=0,
+                               help="more detail on stderr (per-pass timings, cache hits)")),
+    (("-q", "--quiet"), dict(action="store_true", default=False,
+                             help="only warnings and errors on stderr; no progress bars")),
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -926,6 +942,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser = build_parser()
         args = parser.parse_args(argv)
         debug = bool(getattr(args, "debug", False))
+        configure_logging(-1 if args.quiet else min(args.verbose, 1))
         if getattr(args, "func", None) is None:
             parser.print_help()
             return EXIT_ERROR

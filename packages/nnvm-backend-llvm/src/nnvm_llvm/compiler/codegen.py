@@ -19,6 +19,7 @@ import numpy as np
 import tvm
 from tvm import te
 
+from nnvm import progress
 from nnvm.errors import NNVMError, format_error
 from nnvm.op import OpPattern
 
@@ -249,7 +250,7 @@ def build_module(graph, params, target, config) -> LLVMModule:
 
     for nid in idx.input_nodes:
         entry(rptr[nid])
-    for g in groups:
+    for g in progress.track(groups, "lowering kernels for llvm", unit="kernels"):
         if not g.lowered:
             node = idx.nodes[g.root]
             unsupported.setdefault(node.op.name, g.reason)
@@ -309,7 +310,8 @@ def build_module(graph, params, target, config) -> LLVMModule:
             if not funcs:  # a graph of fallbacks only still needs a library (the pool)
                 funcs["nnvm_empty"] = (_empty_func().with_attr("global_symbol", "nnvm_empty"),
                                        _empty_func)
-            so_bytes, sched_fallbacks = _compile(funcs, tgt, work)
+            with progress.step(f"compiling {len(funcs)} kernels with LLVM"):
+                so_bytes, sched_fallbacks = _compile(funcs, tgt, work)
         if not sched_fallbacks:
             cache.put_lib(lib_key, so_bytes)
     plan = {

@@ -13,6 +13,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from .. import progress
 from ..backend import BuildConfig, Target, check_target, get_backend, parse_target
 from ..dtypes import name_of
 from ..errors import NNVMError, ShapeError, TypeInferenceError, format_error
@@ -168,7 +169,8 @@ def build(graph: Graph | Symbol, target: str | Target | None = None,
         raise NNVMError(f"build: opt_level must be 0..3; got {level}")
     tgt = parse_target(target)
     backend = get_backend(tgt.kind)
-    check_target(backend, tgt)  # option values (-mcpu=...) before any work
+    with progress.step(f"checking target {tgt}"):  # llvm: loads TVM, seconds on a cold start
+        check_target(backend, tgt)  # option values (-mcpu=...) before any work
     bucket = options.pop("batch_bucket", 1)
     if is_symbolic(shape):
         def build_at(g, p, shapes):

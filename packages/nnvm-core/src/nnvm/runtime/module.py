@@ -17,6 +17,7 @@ and so cannot be made atomic here: one thread should own that sequence (or use
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
@@ -27,6 +28,8 @@ from ..errors import ExecutionError, format_error
 from ..ir import Graph
 
 _STRING_KINDS = "USO"
+
+logger = logging.getLogger("nnvm.runtime")
 
 
 class Module:
@@ -70,6 +73,7 @@ class Module:
         self._outputs: list[np.ndarray] | None = None
         # Reentrant: LLVMModule.run calls Module.run for its slow path while holding it.
         self._lock = threading.RLock()
+        self._numpy_reported: set[str] = set()
 
     # -- the graph-runtime API ---------------------------------------------------------------
     def __iter__(self):
@@ -164,13 +168,32 @@ class Module:
                     fix="Pass them to run(...) or set_input(...)"))
             feed = {**self.params, **self._feed}
             if not self._reentrant:
-                outputs = self._execute(feed)
+                with self._numpy_errors():
+                    outputs = self._execute(feed)
                 self._outputs = outputs
                 return list(outputs)
-        outputs = self._execute(feed)
+        with self._numpy_errors():
+            outputs = self._execute(feed)
         with self._lock:
             self._outputs = outputs
         return list(outputs)
+
+    def _numpy_errors(self):
+        """Floating-point errors of NumPy kernels (overflow, divide by zero, invalid) go to
+        ``_numpy_error`` instead of a ``RuntimeWarning`` per occurrence. ``np.errstate`` is
+        context-local (NumPy >= 2), so threads running modules do not interfere."""
+        return np.errstate(divide="call", over="call", invalid="call", call=self._numpy_error)
+
+    def _numpy_error(self, kind: str, flag: int) -> None:
+        """Report a kernel's NumPy error once per module and kind (WARNING on
+        ``nnvm.runtime``); repeats go to DEBUG. Why: a model whose softmax overflows on every
+        run used to print the same RuntimeWarning on every run."""
+        if kind in self._numpy_reported:
+            logger.debug("NumPy %s in a kernel on target '%s' (again)", kind, self.target)
+            return
+        self._numpy_reported.add(kind)
+        logger.warning("NumPy reported %s in a kernel of this model on target '%s'; outputs "
+                       "may hold inf or nan (reported once per model)", kind, self.target)
 
     def get_output(self, index: int) -> np.ndarray:
         """Output ``index`` of the latest run (of any thread: see the class docstring)."""
