@@ -118,8 +118,29 @@ class OptValue:
         return f"<OptValue {self.name} {self.item!r}>"
 
 
+class MapSeqValue:
+    """An ONNX sequence of maps from ZipMap: one ``{label: score}`` map per row.
+
+    NNVM carries it as the (N, C) score tensor ``tensor`` whose columns are ``keys`` in
+    order (what the graph computes and ``lib.run`` returns); where it leaves the graph,
+    ``regroup`` turns each row into a dict as onnxruntime returns it.
+    """
+
+    const = entry = shape = rank = dtype = None
+    symbolic = ()
+    is_const = False
+
+    def __init__(self, name: str, tensor: "Value", keys: Sequence):
+        self.name = name
+        self.tensor = tensor
+        self.keys = list(keys)
+
+    def __repr__(self) -> str:
+        return f"<MapSeqValue {self.name} {self.tensor!r} keys={self.keys}>"
+
+
 #: Values that are not tensors (no NNVM entry of their own).
-STRUCTURED = (SeqValue, OptValue)
+STRUCTURED = (SeqValue, OptValue, MapSeqValue)
 
 
 class Scope:
@@ -291,7 +312,8 @@ class NodeContext:
             attrs["num_args"] = len(inputs)
         for v in inputs:
             if isinstance(v, STRUCTURED):
-                kind = "a sequence" if isinstance(v, SeqValue) else "an optional"
+                kind = {SeqValue: "a sequence", OptValue: "an optional"}.get(
+                    type(v), "a sequence of maps (ZipMap)")
                 raise OnnxImportError(format_error(
                     self.where, f"input '{v.name}' is {kind}, but NNVM op '{op_name}' takes "
                     "tensors", fix="Take the element out first (SequenceAt / "
@@ -848,7 +870,11 @@ class _CaptureScope(Scope):
 
 def _flatten(builder: GraphBuilder, value, entries: list):
     """Append the tensor entries of an output value; returns its structure record:
-    ``"tensor"``, ``["sequence", n]`` or ``["optional", None | structure]``."""
+    ``"tensor"``, ``["sequence", n]``, ``["optional", None | structure]`` or
+    ``["zipmap", keys]``."""
+    if isinstance(value, MapSeqValue):
+        entries.append(builder.materialize(value.tensor))
+        return ["zipmap", value.keys]
     if isinstance(value, SeqValue):
         for item in value.items:
             entries.append(builder.materialize(item))
@@ -873,6 +899,9 @@ def regroup(structure, flat: Sequence) -> list:
         if st[0] == "sequence":
             pos += st[1]
             return list(flat[pos - st[1]:pos])
+        if st[0] == "zipmap":
+            pos += 1
+            return [dict(zip(st[1], map(float, row))) for row in np.asarray(flat[pos - 1])]
         return None if st[1] is None else take(st[1])
 
     return [take(st) for st in structure]

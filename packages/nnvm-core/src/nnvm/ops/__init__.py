@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 
 #: Op families in registration order (later families may use earlier ops in gradients).
-FAMILIES = ("elemwise", "nn", "reduce", "transform", "system", "math", "indexing", "layout", "norm", "nn_nd", "image", "sequence", "control_flow", "vision", "quantize", "onnx_extra", "text")
+FAMILIES = ("elemwise", "nn", "reduce", "transform", "system", "math", "indexing", "layout", "norm", "nn_nd", "image", "sequence", "control_flow", "vision", "quantize", "onnx_extra", "text", "ml")
 
 
 def register_all() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 
-MODULES = ("elementwise", "tensor", "nn", "reduce", "signal", "control_flow", "sequence", "text", "training")
+MODULES = ("elementwise", "tensor", "nn", "reduce", "signal", "control_flow", "sequence", "text", "training", "ml")
 
 
 def register_all() -> None:
