@@ -123,12 +123,13 @@ def _tanh(x):
     """tanh with its Taylor series near 0: TVM's float32 tanh approximation is off by ~6e-7
     absolute there, a large relative error on tiny inputs (mish of very negative x); NaN is
     kept (TVM's clamps it to 1)."""
-    if "float" not in str(x.dtype) or str(x.dtype) == "float64":
+    dtype = expr_dtype(x)
+    if "float" not in dtype or dtype == "float64":
         return te.tanh(x)
     x2 = x * x
-    c = [_const(v, x.dtype) for v in (1, 1 / 3, 2 / 15)]
+    c = [_const(v, dtype) for v in (1, 1 / 3, 2 / 15)]
     series = x * (c[0] - x2 * (c[1] - x2 * c[2]))
-    return keep_nan(x, tvm.tirx.Select(te.abs(x) < _const(0.0625, x.dtype), series,
+    return keep_nan(x, tvm.tirx.Select(te.abs(x) < _const(0.0625, dtype), series,
                                        te.tanh(x)))
 
 

@@ -1,12 +1,16 @@
-"""One step of an ONNX ``lstm`` as one kernel: the streaming (per-frame) case.
+"""ONNX ``lstm``, ``gru`` and ``rnn`` compiled for llvm: no recurrent layer runs on the host.
 
-Voice-activity and keyword models run their LSTM one frame at a time with the state fed
-back (``seq_len == 1``, ``initial_h``/``initial_c`` inputs). On the NumPy reference that
-single step cost 126 us of a 250 us model; here it is two small reductions (``x W^T`` and
-``h R^T``) and the gate arithmetic, fused into one kernel that writes ``Y``, ``Y_h`` and
-``Y_c``. Longer sequences, peepholes, clipping, coupled gates, sequence lengths and
-non-default activations keep the reference kernel (``supports`` says which). Registered
-only when the lowering table has no ``lstm`` rule of its own.
+Two kernels:
+
+* one step of a plain LSTM (``seq_len == 1``, forward, default activations, no clip,
+  peepholes, coupled gates or sequence lengths), the streaming case of voice-activity and
+  keyword models that feed their state back every frame: two small reductions (``x W^T``
+  and ``h R^T``) and the gate arithmetic in TE, fused into one kernel; on the NumPy
+  reference that step cost 126 us of a 250 us model;
+* everything else (any sequence length, both directions, every ONNX attribute, GRU and
+  RNN): the time loop written in TIR, ``recurrent_loop``.
+
+Registered only when the lowering table has no rule of its own for the op.
 """
 
 from __future__ import annotations
@@ -15,30 +19,38 @@ from tvm import te
 
 from . import lowering
 from .lowering import Lowering
-
-_DEFAULT = ("Sigmoid", "Tanh", "Tanh")
-
-
-def _supports(attrs, shapes):
-    x = shapes[0] if shapes else None
-    if x is None or len(x) != 3:
-        return "lstm with unknown input shape"
-    if attrs.get("layout", 0) != 0:
-        return "lstm with layout=1 (llvm lowers the (seq, batch, input) layout)"
-    if x[0] != 1:
-        return f"lstm over {x[0]} steps (llvm lowers single steps: streaming models)"
-    if attrs.get("direction") == "bidirectional":
-        return "bidirectional lstm"
-    acts = tuple(attrs.get("activations") or ())
-    if acts and tuple(a.lower() for a in acts) != tuple(a.lower() for a in _DEFAULT):
-        return f"lstm activations {acts}"
-    if attrs.get("clip") or attrs.get("input_forget") or attrs.get("use_peepholes") \
-            or attrs.get("use_sequence_lens"):
-        return "lstm with clip, input_forget, peepholes or sequence_lens"
-    return None
+from .recurrent_loop import DEFAULT_ACTS, sequence_kernel, unknown_activation
 
 
-def _compute(attrs, ins, outs, ctx):
+def _supports_rule(kind):
+    def supports(attrs, shapes):
+        x = shapes[0] if shapes else None
+        if x is None or len(x) != 3:
+            return f"{kind} with unknown input shape"
+        name = unknown_activation(kind, attrs)
+        if name is not None:
+            return f"{kind} activation {name!r} (llvm lowers the ONNX activations)"
+        return None
+    return supports
+
+
+def _single_step(attrs, ins) -> bool:
+    """Whether the fused TE cell applies (else the TIR time loop)."""
+    acts = tuple(a.lower() for a in attrs.get("activations") or ())
+    return (int(ins[0].shape[0]) == 1 and attrs.get("layout", 0) == 0
+            and attrs.get("direction", "forward") == "forward"
+            and acts in ((), tuple(a.lower() for a in DEFAULT_ACTS["lstm"])) and not (
+                attrs.get("clip") or attrs.get("input_forget") or attrs.get("use_peepholes")
+                or attrs.get("use_sequence_lens")))
+
+
+def _lstm(attrs, ins, outs, ctx):
+    if not _single_step(attrs, ins):
+        return sequence_kernel("lstm", attrs, ins, outs, ctx)
+    return _cell(attrs, ins, outs, ctx)
+
+
+def _cell(attrs, ins, outs, ctx):
     x, w, r = ins[0], ins[1], ins[2]
     rest = list(ins[3:])
     b = rest.pop(0) if attrs.get("use_bias") else None
@@ -81,7 +93,13 @@ def _compute(attrs, ins, outs, ctx):
     return [y, y_h, y_c]
 
 
+def _sequence_rule(kind):
+    return lambda attrs, ins, outs, ctx: sequence_kernel(kind, attrs, ins, outs, ctx)
+
+
 def install() -> None:
-    """Add the rule unless the table already lowers ``lstm`` (its own rule wins)."""
-    if "lstm" not in lowering.LOWERINGS:
-        lowering.LOWERINGS["lstm"] = Lowering(_compute, "injective", None, _supports)
+    """Add the rules unless the table already lowers the op (its own rule wins)."""
+    rules = {"lstm": _lstm, "gru": _sequence_rule("gru"), "rnn": _sequence_rule("rnn")}
+    for kind, compute in rules.items():
+        if kind not in lowering.LOWERINGS:
+            lowering.LOWERINGS[kind] = Lowering(compute, "extern", None, _supports_rule(kind))

@@ -407,6 +407,8 @@ KEEP = {"conv2d": ("pad_",), "depthwise": ("pad_",), "pool": ("pad_",),
 def schedule(func, info: ScheduleInfo):
     """Schedule one group's PrimFunc; returns the scheduled PrimFunc."""
     sch = s_tir.Schedule(func)
+    if _try(sch.get_sblock, "root") is None:
+        return func  # an extern kernel (recurrent_loop): its TIR is scheduled as written
     inline_all(sch, func, KEEP.get(info.kind, ()))
     done = False
     if info.kind == "dense":

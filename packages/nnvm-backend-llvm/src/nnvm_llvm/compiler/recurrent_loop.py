@@ -1,0 +1,357 @@
+"""ONNX ``lstm``/``gru``/``rnn`` over a whole sequence as ONE kernel: the time loop in TIR.
+
+Why: a recurrence cannot be written as a TE expression (step ``t`` reads step ``t - 1``),
+so sequence models used to run their recurrent layer in NumPy on the host: silero VAD over
+512 frames ran at 12x onnxruntime on ``llvm``, the CNN+LSTM OCR model had its bidirectional
+512-unit LSTM on the host. Here the node becomes a TE ``extern`` whose body is written
+directly in TIR (TVM's IR builder), in the order onnxruntime's CPU kernel runs it:
+
+1. the weights are laid out once per call, transposed into ``(K, gates * Hp)`` panels
+   (each gate padded to ``Hp``, a multiple of the vector width, so every gate starts on a
+   vector) and the biases summed;
+2. the input projection ``X W^T + Wb`` of every step is one GEMM, register-tiled (rows of
+   ``X`` x several column vectors) before the time loop: it does not depend on the state;
+3. a serial loop over time steps: the recurrent GEMV ``h R^T + Rb`` (column vectors
+   accumulated in registers, several at once to hide the FMA latency), then the gate
+   arithmetic, vectorised over hidden units, writing ``Y`` and the carried state.
+
+Both directions of a bidirectional layer run in parallel when the thread pool has two
+workers and the work is large enough. Every ONNX attribute the reference kernel
+(``nnvm.ops.sequence``) knows is kept: per-direction activations with alpha/beta, ``clip``,
+``layout`` 1, ``sequence_lens`` (a step past a batch entry's length keeps its state and
+outputs 0), LSTM ``input_forget`` and peepholes, GRU ``linear_before_reset``. float16
+inputs accumulate in float32.
+"""
+
+from __future__ import annotations
+
+from tvm import te, tirx
+from tvm.script.ir_builder import IRBuilder
+from tvm.tirx.script.builder import ir as T
+
+from .lowering import relu
+from .schedules import PARALLEL_MIN_WORK
+
+GATES = {"lstm": 4, "gru": 3, "rnn": 1}
+DEFAULT_ACTS = {"lstm": ("Sigmoid", "Tanh", "Tanh"), "gru": ("Sigmoid", "Tanh"),
+                "rnn": ("Tanh",)}
+#: ONNX activation -> (fn(x, alpha, beta, const), default alpha, default beta): alpha/beta
+#: are consumed in activation order, only by the activations that take them (as the
+#: reference and onnxruntime do)
+ACTS = {
+    "relu": (lambda x, a, b, c: relu(x), None, None),
+    "tanh": (lambda x, a, b, c: _tanh(x), None, None),
+    "sigmoid": (lambda x, a, b, c: te.sigmoid(x), None, None),
+    "affine": (lambda x, a, b, c: c(a) * x + c(b), 1.0, 0.0),
+    "leakyrelu": (lambda x, a, b, c: tirx.Select(x >= c(0), x, c(a) * x), 0.01, None),
+    "thresholdedrelu": (lambda x, a, b, c: tirx.Select(x > c(a), x, c(0)), 1.0, None),
+    "scaledtanh": (lambda x, a, b, c: c(a) * _tanh(c(b) * x), 1.0, 1.0),
+    "hardsigmoid": (lambda x, a, b, c: te.min(te.max(c(a) * x + c(b), c(0)), c(1)), 0.2, 0.5),
+    "elu": (lambda x, a, b, c: tirx.Select(x >= c(0), x, c(a) * (te.exp(x) - c(1))), 1.0,
+            None),
+    "softsign": (lambda x, a, b, c: x / (c(1) + te.abs(x)), None, None),
+    "softplus": (lambda x, a, b, c: relu(x) + te.log(c(1) + te.exp(-te.abs(x))), None, None),
+}
+
+
+def _tanh(x):
+    from .lowering import _tanh as accurate_tanh  # (Taylor series near 0, NaN kept)
+
+    return accurate_tanh(x)
+
+
+def unknown_activation(kind: str, attrs) -> str | None:
+    """The first activation name the kernel does not know, or None."""
+    for name in attrs.get("activations") or ():
+        if name.lower() not in ACTS:
+            return name
+    return None
+
+
+def activations(kind: str, attrs, ndir: int) -> list[list[tuple[str, float, float]]]:
+    """Per direction, the ``(name, alpha, beta)`` of each activation slot."""
+    names = [n.lower() for n in (attrs.get("activations") or ())] or \
+        [n.lower() for n in DEFAULT_ACTS[kind]] * ndir
+    per = len(DEFAULT_ACTS[kind])
+    if len(names) == per and ndir == 2:
+        names = names * 2
+    alphas = list(attrs.get("activation_alpha") or ())
+    betas = list(attrs.get("activation_beta") or ())
+    out = []
+    for name in names:
+        _, da, db = ACTS[name]
+        a = alphas.pop(0) if da is not None and alphas else da
+        b = betas.pop(0) if db is not None and betas else db
+        out.append((name, a, b))
+    return [out[i * per:(i + 1) * per] for i in range(ndir)]
+
+
+def input_slots(kind: str, attrs) -> list[str]:
+    """The node's input names in order (the ``use_*`` attributes switch optional ones on)."""
+    out = ["X", "W", "R"]
+    for flag, name in (("use_bias", "B"), ("use_sequence_lens", "sequence_lens"),
+                       ("use_initial_h", "initial_h")):
+        if attrs.get(flag):
+            out.append(name)
+    if kind == "lstm":
+        out += ["initial_c"] if attrs.get("use_initial_c") else []
+        out += ["P"] if attrs.get("use_peepholes") else []
+    return out
+
+
+def _ceil(n: int, m: int) -> int:
+    return -(-n // m) * m
+
+
+def _tile(n: int, prefs) -> int:
+    return next((p for p in prefs if n % p == 0), 1)
+
+
+class _Kernel:
+    """Emits the TIR of one recurrent node (see the module docstring for the loop order)."""
+
+    def __init__(self, kind, attrs, ins, outs, lanes, threads_ok):
+        self.kind, self.attrs = kind, attrs
+        self.buf = dict(zip(input_slots(kind, attrs), ins))
+        self.outs = outs
+        x = self.buf["X"]
+        self.layout = int(attrs.get("layout", 0))
+        xs = [int(d) for d in x.shape]
+        self.seq, self.batch = (xs[0], xs[1]) if self.layout == 0 else (xs[1], xs[0])
+        self.n_in = xs[2]
+        self.ndir = 2 if attrs.get("direction") == "bidirectional" else 1
+        self.hid = int(attrs["hidden_size"])
+        self.g = GATES[kind]
+        self.lanes = lanes
+        self.hp = _ceil(self.hid, lanes)
+        self.cols = self.g * self.hp
+        self.dtype = str(x.dtype)
+        self.acc = "float32" if self.dtype == "float16" else self.dtype
+        self.acts = activations(kind, attrs, self.ndir)
+        clip = attrs.get("clip") or 0.0
+        self.clip = float(clip) if clip and clip > 0 else None
+        work = self.seq * self.batch * self.cols * (self.n_in + self.hid)
+        self.parallel_dirs = threads_ok and self.ndir == 2 and work >= PARALLEL_MIN_WORK
+
+    # -- helpers ------------------------------------------------------------------------
+    def c(self, v):
+        return tirx.const(v, self.acc)
+
+    def load(self, buf, idx):
+        v = buf[tuple(idx)]
+        return v.astype(self.acc) if str(buf.dtype) != self.acc else v
+
+    def x_at(self, t, b, k):
+        return self.load(self.buf["X"], (t, b, k) if self.layout == 0 else (b, t, k))
+
+    def state_idx(self, d, b, j):
+        return [d, b, j] if self.layout == 0 else [b, d, j]
+
+    def y_idx(self, t, d, b, j):
+        return [t, d, b, j] if self.layout == 0 else [b, t, d, j]
+
+    def act(self, d, slot, x):
+        """The activation of ``slot`` applied to ``x``."""
+        name, a, b = self.acts[d][slot]
+        return ACTS[name][0](x, a, b, self.c)
+
+    def clipped(self, x):
+        if self.clip is None:
+            return x
+        return te.min(te.max(x, self.c(-self.clip)), self.c(self.clip))
+
+    def vec_loop(self, n, fn):
+        """``fn(j)`` for j in [0, n): whole vectors, then one shorter vector for the rest."""
+        lanes = self.lanes
+        if n // lanes:
+            with T.serial(0, n // lanes) as jo:
+                with T.vectorized(0, lanes) as ji:
+                    fn(jo * lanes + ji)
+        if n % lanes:
+            with T.vectorized(0, n % lanes) as ji:
+                fn(n - n % lanes + ji)
+
+    # -- phases ---------------------------------------------------------------------------
+    def pack(self, d, wt, rt, bx, bh):
+        """Transposed, gate-padded weights and the two bias rows of direction ``d``."""
+        hid, hp = self.hid, self.hp
+        w, r = self.buf["W"], self.buf["R"]
+        for src, dst, k_n in ((w, wt, self.n_in), (r, rt, hid)):
+            with T.serial(0, k_n) as k:
+                with T.serial(0, self.g) as gi:
+                    self.vec_loop(hp, lambda j, src=src, dst=dst, k=k, gi=gi: T.buffer_store(
+                        dst, tirx.Select(j < hid, self.load(src, (d, gi * hid + tirx.min(
+                            j, hid - 1), k)), self.c(0)), [k, gi * hp + j]))
+        bias = self.buf.get("B")
+        for half, dst in ((0, bx), (1, bh)):
+            with T.serial(0, self.g) as gi:
+                def put(j, gi=gi, dst=dst, half=half):
+                    v = self.c(0) if bias is None else tirx.Select(j < hid, self.load(
+                        bias, (d, half * self.g * hid + gi * hid + tirx.min(j, hid - 1))),
+                        self.c(0))
+                    T.buffer_store(dst, v, [gi * hp + j])
+                self.vec_loop(hp, put)
+
+    def gemm(self, dst, rows, row_of, src, k_n, mat, bias, col0, ncols):
+        """``dst[row, col] = bias[col] + sum_k src(row, k) mat[k, col]`` for rows
+        ``range(rows)`` and columns ``[col0, col0 + ncols)`` (whole vectors): a register
+        tile of ``mr`` rows x ``nv`` column vectors, the k loop inside."""
+        lanes = self.lanes
+        nvec = ncols // lanes
+        nv = _tile(nvec, (4, 3, 2, 1)) if rows > 1 else _tile(nvec, (8, 6, 4, 3, 2, 1))
+        mr = _tile(rows, (4, 3, 2, 1)) if nv <= 4 else 1
+        with T.serial(0, rows // mr) as ro:
+            with T.serial(0, nvec // nv) as vo:
+                acc = T.alloc_buffer((mr, nv, lanes), self.acc, scope="local")
+                base = col0 + vo * nv * lanes
+                with T.unroll(0, mr) as ri:
+                    with T.unroll(0, nv) as vi:
+                        with T.vectorized(0, lanes) as li:
+                            T.buffer_store(acc, bias[base + vi * lanes + li], [ri, vi, li])
+                with T.serial(0, k_n) as k:
+                    with T.unroll(0, mr) as ri:
+                        s = src(row_of(ro * mr + ri), k)
+                        with T.unroll(0, nv) as vi:
+                            with T.vectorized(0, lanes) as li:
+                                T.buffer_store(acc, acc[ri, vi, li] + s * mat[
+                                    k, base + vi * lanes + li], [ri, vi, li])
+                with T.unroll(0, mr) as ri:
+                    with T.unroll(0, nv) as vi:
+                        with T.vectorized(0, lanes) as li:
+                            T.buffer_store(dst, acc[ri, vi, li],
+                                           [row_of(ro * mr + ri), base + vi * lanes + li])
+
+    def direction(self, d):
+        """The whole layer for direction ``d`` (scratch buffers are its own)."""
+        seq, batch, hid, hp, cols = self.seq, self.batch, self.hid, self.hp, self.cols
+        acc = self.acc
+        wt = T.alloc_buffer((self.n_in, cols), acc)
+        rt = T.alloc_buffer((hid, cols), acc)
+        bx = T.alloc_buffer((cols,), acc)
+        bh = T.alloc_buffer((cols,), acc)
+        gx = T.alloc_buffer((seq * batch, cols), acc)  # X W^T + Wb of every step
+        gh = T.alloc_buffer((batch, cols), acc)  # h R^T + Rb of this step
+        h = T.alloc_buffer((batch, hp), acc)
+        cst = T.alloc_buffer((batch, hp), acc) if self.kind == "lstm" else None
+        rh = T.alloc_buffer((batch, hp), acc) if self.kind == "gru" and not \
+            self.attrs.get("linear_before_reset") else None
+        tmp = T.alloc_buffer((5, batch, hp), acc)  # the cell's intermediates
+        self.pack(d, wt, rt, bx, bh)
+        for name, dst in (("initial_h", h), ("initial_c", cst)):
+            if dst is None:
+                continue
+            src = self.buf.get(name)
+            with T.serial(0, batch) as b:
+                self.vec_loop(hp, lambda j, b=b, src=src, dst=dst: T.buffer_store(
+                    dst, self.c(0) if src is None else tirx.Select(
+                        j < hid, self.load(src, self.state_idx(d, b, tirx.min(j, hid - 1))),
+                        self.c(0)), [b, j]))
+        self.gemm(gx, seq * batch, lambda row: row,
+                  lambda row, k: self.x_at(row // batch, row % batch, k),
+                  self.n_in, wt, bx, 0, cols)
+        reverse = self.attrs.get("direction") == "reverse" or d == 1
+        lens = self.buf.get("sequence_lens")
+        with T.serial(0, seq) as s:
+            t = (seq - 1 - s) if reverse else s
+            with T.serial(0, batch) as b:
+                live = None if lens is None else t < lens[b].astype("int32")
+                hsrc = lambda row, k, b=b: h[b, k]  # noqa: E731
+                if rh is None:
+                    self.gemm(gh, 1, lambda row, b=b: b, hsrc, hid, rt, bh, 0, cols)
+                else:  # GRU, reset before R: z and r first, then (r * h) R_h^T
+                    self.gemm(gh, 1, lambda row, b=b: b, hsrc, hid, rt, bh, 0, 2 * hp)
+                    self.vec_loop(hid, lambda j, b=b: T.buffer_store(
+                        rh, self.act(d, 0, self.clipped(gx[t * batch + b, hp + j] +
+                                                        gh[b, hp + j])) * h[b, j], [b, j]))
+                    self.gemm(gh, 1, lambda row, b=b: b, lambda row, k, b=b: rh[b, k], hid,
+                              rt, bh, 2 * hp, hp)
+                self.vec_loop(hid, lambda j, b=b: self.cell(d, t, b, j, gx, gh, h, cst, tmp,
+                                                            live))
+        with T.serial(0, batch) as b:
+            self.vec_loop(hid, lambda j, b=b: T.buffer_store(
+                self.outs[1], h[b, j].astype(self.dtype), self.state_idx(d, b, j)))
+            if cst is not None:
+                self.vec_loop(hid, lambda j, b=b: T.buffer_store(
+                    self.outs[2], cst[b, j].astype(self.dtype), self.state_idx(d, b, j)))
+
+    def cell(self, d, t, b, j, gx, gh, h, cst, tmp, live):
+        """Gate arithmetic of unit ``j``: new state into the scratch, ``Y[t]`` out.
+
+        Every intermediate used more than once goes through the ``tmp`` scratch (``keep``):
+        as an expression it would be copied into each use (tanh reads its operand four
+        times, so nested gates grow exponentially), and binding it to a variable
+        (``T.Bind``) is miscompiled by TVM 0.27's vectoriser when the value holds ``isnan``
+        (all lanes get lane 0's value), which the NaN-keeping tanh does."""
+        hp, batch = self.hp, self.batch
+        row = t * batch + b
+
+        def keep(slot, value):
+            T.buffer_store(tmp, value, [slot, b, j])
+            return tmp[slot, b, j]
+
+        def pre(gate):
+            return gx[row, gate * hp + j] + gh[b, gate * hp + j]
+        h_old = h[b, j]
+        if self.kind == "lstm":
+            c_old = cst[b, j]
+            p = self.buf.get("P")
+            hid = self.hid
+
+            def with_peep(v, gate, cv):  # P is (dirs, 3H): input, output, forget
+                return v if p is None else v + self.load(p, (d, gate * hid + j)) * cv
+            i = keep(0, self.act(d, 0, self.clipped(with_peep(pre(0), 0, c_old))))
+            f = self.c(1) - i if self.attrs.get("input_forget") else \
+                keep(1, self.act(d, 0, self.clipped(with_peep(pre(2), 2, c_old))))
+            c_new = keep(2, f * c_old + i * self.act(d, 1, self.clipped(pre(3))))
+            o = keep(3, self.act(d, 0, self.clipped(with_peep(pre(1), 1, c_new))))
+            h_new = keep(4, o * self.act(d, 2, c_new))
+            T.buffer_store(cst, c_new if live is None else tirx.Select(live, c_new, c_old),
+                           [b, j])
+        elif self.kind == "gru":
+            z = keep(0, self.act(d, 0, self.clipped(pre(0))))
+            if self.attrs.get("linear_before_reset"):
+                r = keep(1, self.act(d, 0, self.clipped(pre(1))))
+                hh = keep(2, self.act(d, 1, self.clipped(gx[row, 2 * hp + j] +
+                                                         r * gh[b, 2 * hp + j])))
+            else:
+                hh = keep(2, self.act(d, 1, self.clipped(pre(2))))
+            h_new = keep(3, (self.c(1) - z) * hh + z * h_old)
+        else:
+            h_new = keep(0, self.act(d, 0, self.clipped(pre(0))))
+        if live is None:
+            T.buffer_store(h, h_new, [b, j])
+            y = h_new
+        else:
+            T.buffer_store(h, tirx.Select(live, h_new, h_old), [b, j])
+            y = tirx.Select(live, h_new, self.c(0))
+        T.buffer_store(self.outs[0], y.astype(self.dtype), self.y_idx(t, d, b, j))
+
+    def body(self):
+        if self.ndir == 1:
+            self.direction(0)
+            return
+        loop = T.parallel if self.parallel_dirs else T.serial
+        with loop(0, 2) as d:
+            with T.If(d == 0):
+                with T.Then():
+                    self.direction(0)
+                with T.Else():
+                    self.direction(1)
+
+
+def sequence_kernel(kind: str, attrs, ins, outs, ctx, threads_ok: bool = True):
+    """The TE tensors (Y, Y_h[, Y_c]) of a recurrent node, computed by one extern kernel."""
+    def fcompute(in_bufs, out_bufs):
+        kernel = _Kernel(kind, attrs, list(in_bufs), list(out_bufs), ctx.vector_lanes,
+                         threads_ok)
+        with IRBuilder() as ib:
+            with T.prim_func():
+                T.func_name(ctx.name)
+                for n, buf in enumerate(list(in_bufs) + list(out_bufs)):
+                    T.arg(f"arg{n}", buf)
+                kernel.body()
+        return ib.get().body
+
+    res = te.extern([shape for shape, _ in outs], list(ins), fcompute, name=ctx.name,
+                    dtype=[dtype for _, dtype in outs])
+    return list(res) if isinstance(res, (list, tuple)) else [res]

@@ -1,0 +1,137 @@
+"""Recurrent layers (LSTM, GRU, RNN) and Resize compiled on llvm: no host (NumPy) step.
+
+Each case builds one node for ``llvm`` and checks it against the reference interpreter (and
+onnxruntime, when installed, through the ONNX importer), asserting that the built module has
+no fallback kernel: a sequence model must not leave its recurrent layer or its upsampling to
+the host (issues 13 and 14).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import nnvm
+import nnvm.symbol as sym
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+pytest.importorskip("nnvm_llvm", reason="llvm backend not installed")
+pytest.importorskip("tvm", reason="the llvm compiler needs TVM (apache-tvm)")
+
+GATES = {"lstm": 4, "gru": 3, "rnn": 1}
+
+
+def _recurrent_inputs(rng, kind, seq, batch, n_in, hid, attrs):
+    """Names, values and dtypes of the node's inputs, in the op's slot order."""
+    g, d = GATES[kind], 2 if attrs.get("direction") == "bidirectional" else 1
+    layout = attrs.get("layout", 0)
+    state = (d, batch, hid) if layout == 0 else (batch, d, hid)
+    slots = [("X", (seq, batch, n_in) if layout == 0 else (batch, seq, n_in)),
+             ("W", (d, g * hid, n_in)), ("R", (d, g * hid, hid))]
+    for flag, name, shape in (("use_bias", "B", (d, 2 * g * hid)),
+                              ("use_sequence_lens", "L", (batch,)),
+                              ("use_initial_h", "H0", state), ("use_initial_c", "C0", state),
+                              ("use_peepholes", "P", (d, 3 * hid))):
+        if attrs.get(flag):
+            slots.append((name, shape))
+    values = {n: rng.uniform(-1, 1, s).astype("float32") for n, s in slots}
+    dtypes = {n: "float32" for n, _ in slots}
+    if "L" in values:
+        values["L"] = rng.integers(1, seq + 1, batch).astype("int32")
+        dtypes["L"] = "int32"
+    return [n for n, _ in slots], values, dtypes
+
+
+RECURRENT = [
+    ("lstm", 7, 2, 5, 8, {"use_bias": True, "use_initial_h": True, "use_initial_c": True}),
+    ("lstm", 3, 1, 6, 20, {"direction": "bidirectional", "use_bias": True}),
+    ("lstm", 5, 3, 4, 8, {"direction": "reverse", "use_peepholes": True, "clip": 0.5,
+                          "input_forget": True, "use_sequence_lens": True}),
+    ("lstm", 4, 2, 3, 6, {"layout": 1, "use_initial_h": True,
+                          "activations": ("HardSigmoid", "Tanh", "Relu")}),
+    ("lstm", 1, 2, 5, 8, {"use_bias": True, "use_initial_h": True, "use_initial_c": True}),
+    ("gru", 6, 2, 5, 8, {"use_bias": True, "use_initial_h": True}),
+    ("gru", 4, 3, 5, 12, {"use_bias": True, "linear_before_reset": True,
+                          "direction": "bidirectional", "use_sequence_lens": True}),
+    ("gru", 3, 1, 4, 5, {"clip": 0.7, "activations": ("LeakyRelu", "ScaledTanh"),
+                         "activation_alpha": (0.2, 0.9), "activation_beta": (1.5,)}),
+    ("rnn", 5, 2, 4, 16, {"use_bias": True, "use_initial_h": True}),
+    ("rnn", 4, 2, 3, 7, {"direction": "bidirectional", "layout": 1,
+                         "activations": ("Affine", "Softsign"), "activation_alpha": (0.5,),
+                         "activation_beta": (0.1,)}),
+]
+IDS = ["lstm-states", "lstm-bidir-h20", "lstm-reverse-peep-clip-coupled-lens",
+       "lstm-layout1-acts", "lstm-single-step", "gru", "gru-lbr-bidir-lens",
+       "gru-clip-alpha-beta", "rnn", "rnn-bidir-layout1-acts"]
+
+
+@pytest.mark.parametrize("kind,seq,batch,n_in,hid,attrs", RECURRENT, ids=IDS)
+def test_recurrent_layer_is_compiled_and_matches_reference(rng, kind, seq, batch, n_in, hid,
+                                                           attrs):
+    names, values, dtypes = _recurrent_inputs(rng, kind, seq, batch, n_in, hid, attrs)
+    params = {n: values[n] for n in ("W", "R", "B", "P") if n in values}
+    y = getattr(sym, kind)(*[sym.Variable(n) for n in names], hidden_size=hid, **attrs)
+    shape = {n: v.shape for n, v in values.items()}
+    lib = nnvm.compiler.build(y, target="llvm", shape=shape, params=params, dtype=dtypes)
+    ref = nnvm.compiler.build(y, target="reference", shape=shape, params=params, dtype=dtypes)
+    assert lib.stats()["num_fallback_kernels"] == 0, lib.stats()["unsupported_ops"]
+    feed = {n: v for n, v in values.items() if n in lib.input_names}
+    got, want = lib.run(**feed), ref.run(**feed)
+    assert len(got) == len(want) == (3 if kind == "lstm" else 2)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
+def _onnx_model(nodes, inputs, outputs, inits, opset):
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(nodes, "g", inputs, [
+        helper.make_tensor_value_info(n, TensorProto.FLOAT, [None] * r) for n, r in outputs],
+        inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return model
+
+
+def _vs_onnxruntime(model, feed, rtol=1e-5, atol=1e-5):
+    """Import, build for llvm, compare every output with onnxruntime; returns stats()."""
+    ort = pytest.importorskip("onnxruntime")
+    g, params = nnvm.frontend.from_onnx(model, shape={k: v.shape for k, v in feed.items()})
+    lib = nnvm.compiler.build(g, target="llvm", shape={k: v.shape for k, v in feed.items()},
+                              params=params)
+    want = ort.InferenceSession(model.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, feed)
+    got = lib.run(**{k: v for k, v in feed.items() if k in lib.input_names})
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
+    return lib.stats()
+
+
+@pytest.mark.parametrize("op,direction,extra", [
+    ("LSTM", "forward", {}), ("LSTM", "bidirectional", {}),
+    ("GRU", "reverse", {"linear_before_reset": 1}), ("GRU", "forward", {}),
+    ("RNN", "bidirectional", {})])
+def test_recurrent_sequence_matches_onnxruntime(rng, op, direction, extra):
+    """A sequence (the VAD-over-chunks and CNN+LSTM OCR shape) against onnxruntime."""
+    pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    seq, batch, n_in, hid = 9, 2, 6, 16
+    g, d = GATES[op.lower()], 2 if direction == "bidirectional" else 1
+    outs = ["Y", "Yh"] + (["Yc"] if op == "LSTM" else [])
+    ins = ["x", "W", "R", "B", "", "h"] + (["c"] if op == "LSTM" else [])
+    node = helper.make_node(op, ins, outs, hidden_size=hid, direction=direction, **extra)
+    inits = [numpy_helper.from_array(rng.uniform(-0.5, 0.5, s).astype("float32"), n)
+             for n, s in (("W", (d, g * hid, n_in)), ("R", (d, g * hid, hid)),
+                          ("B", (d, 2 * g * hid)))]
+    shapes = {"x": (seq, batch, n_in), "h": (d, batch, hid)}
+    if op == "LSTM":
+        shapes["c"] = (d, batch, hid)
+    feed = {k: rng.uniform(-1, 1, s).astype("float32") for k, s in shapes.items()}
+    model = _onnx_model([node], [helper.make_tensor_value_info(k, TensorProto.FLOAT, s)
+                                 for k, s in shapes.items()],
+                        [(n, 4 if n == "Y" else 3) for n in outs], inits, opset=14)
+    stats = _vs_onnxruntime(model, feed)
+    assert stats["num_fallback_kernels"] == 0, stats["unsupported_ops"]
