@@ -26,10 +26,11 @@ def _bounded(shape: tuple[int, ...], where: str) -> None:
     MemoryError wherever the size is first computed (memory planning, allocation)."""
     from ..runtime.artifact import MAX_ENTRY_ELEMENTS
 
-    if any(d < 0 for d in shape) or math.prod(shape) > MAX_ENTRY_ELEMENTS:
+    if any(not 0 <= d <= MAX_ENTRY_ELEMENTS for d in shape) or \
+            math.prod(shape) > MAX_ENTRY_ELEMENTS:
         raise ShapeError(format_error(where, "has an impossible shape (a negative size, or "
                                              "more elements than any buffer)",
-                                      f"sizes >= 0, at most {MAX_ENTRY_ELEMENTS} elements",
+                                      f"sizes in 0..{MAX_ENTRY_ELEMENTS}, at most that many elements",
                                       shape,
                                       fix="Check the input shapes and the op's attributes "
                                           "or size inputs (scales, repeats, shape values)"))
