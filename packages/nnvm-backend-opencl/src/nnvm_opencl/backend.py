@@ -5,8 +5,6 @@ Importing this module does not import pyopencl (``plugin.py`` imports it at disc
 
 from __future__ import annotations
 
-import json
-
 from nnvm.errors import NNVMError, format_error
 
 from . import device as devices
@@ -67,10 +65,11 @@ class OpenCLBackend:
 
     def load(self, artifact):
         from .module import OpenCLModule, plan_from_json
+        from .plan_schema import load_plan
 
         members = artifact.members
-        source = members["kernels.cl"].decode("utf-8")
-        steps, offsets, arena, act = plan_from_json(json.loads(members["plan.json"]))
+        plan, source = load_plan(artifact)  # schema + graph checks before any device work
+        steps, offsets, arena, act = plan_from_json(plan)
         from nnvm.backend import parse_target
 
         target = parse_target(artifact.target)

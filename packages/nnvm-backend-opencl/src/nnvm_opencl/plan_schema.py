@@ -95,7 +95,7 @@ def check_plan(plan: dict, graph, source: str, where: str) -> None:
         if e not in offsets and not host_only(dtypes[e]):
             fail(field, "has no arena offset", "an entry listed in 'offsets'", e)
 
-    defined = set(re.findall(r"__kernel\s+void\s+(\w+)\s*\(", source))
+    defined = set(re.findall(r"__kernel\b[^;{]*?\bvoid\s+(\w+)\s*\(", source))
     for i, s in enumerate(plan["steps"]):
         for f in ("root", "members"):
             for j, nid in enumerate([s[f]] if f == "root" else s[f]):
