@@ -273,10 +273,11 @@ class InferenceSession:
         return module
 
     def _import(self, shapes: dict):
-        from . import frontend
+        from . import frontend, progress
 
         kw = {"freeze": self._freeze} if self._freeze else {}
-        return frontend.from_onnx(self._onnx, shape=shapes, **kw)
+        with progress.step(f"importing the ONNX model for {shapes}"):
+            return frontend.from_onnx(self._onnx, shape=shapes, **kw)
 
     # -- model inspection -----------------------------------------------------------------------
     @staticmethod
