@@ -21,6 +21,7 @@ import re
 import tempfile
 import warnings
 
+from nnvm import progress
 from nnvm.errors import NNVMError
 from nnvm_codegen_c.diagnostics import clip_log, kernels_at_lines
 
@@ -122,7 +123,8 @@ def _build_source(ctx, dev, source: str, options: str):
 
     prg = cl.Program(ctx, source)
     try:
-        _quiet_build(prg, options, [dev])
+        with progress.step(f"building the OpenCL program on {dev.name.strip()}"):
+            _quiet_build(prg, options, [dev])
     except Exception as exc:
         try:
             log = prg.get_build_info(dev, cl.program_build_info.LOG)
