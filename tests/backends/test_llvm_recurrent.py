@@ -135,3 +135,72 @@ def test_recurrent_sequence_matches_onnxruntime(rng, op, direction, extra):
                         [(n, 4 if n == "Y" else 3) for n in outs], inits, opset=14)
     stats = _vs_onnxruntime(model, feed)
     assert stats["num_fallback_kernels"] == 0, stats["unsupported_ops"]
+
+
+RESIZE = [
+    ("linear", "half_pixel", None, (1, 3, 17, 23), {"sizes": (1, 3, 34, 46)}),  # LR-ASPP head
+    ("linear", "pytorch_half_pixel", None, (1, 2, 5, 7), {"sizes": (1, 2, 13, 1)}),
+    ("linear", "align_corners", None, (2, 2, 6, 5), {"scales": (1, 1, 1.5, 2.5)}),
+    ("linear", "asymmetric", None, (1, 4, 9, 9), {"scales": (1, 1, 0.5, 0.75)}),
+    ("linear", "half_pixel_symmetric", None, (1, 1, 7, 8), {"scales": (1, 1, 1.7, 0.6)}),
+    ("nearest", "asymmetric", "floor", (1, 2, 4, 5), {"scales": (1, 1, 3, 3)}),
+    ("nearest", "half_pixel", "round_prefer_ceil", (1, 3, 6, 7), {"scales": (1, 1, 1.5, 0.7)}),
+    ("nearest", "align_corners", "round_prefer_floor", (1, 2, 5, 4), {"sizes": (1, 2, 9, 11)}),
+    ("nearest", "tf_half_pixel_for_nn", "ceil", (1, 1, 6, 6), {"scales": (1, 1, 1.75, 2.5)}),
+    ("linear", "half_pixel", None, (3, 20), {"scales": (1, 2.5)}),  # 2-D (N, L)
+]
+
+
+@pytest.mark.parametrize("mode,ctm,nearest,shape,size", RESIZE,
+                         ids=[f"{m}-{c}-{i}" for i, (m, c, *_) in enumerate(RESIZE)])
+def test_resize_is_compiled_and_matches_onnxruntime_and_reference(rng, mode, ctm, nearest,
+                                                                  shape, size):
+    pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    key = "sizes" if "sizes" in size else "scales"
+    value = np.array(size[key], "int64" if key == "sizes" else "float32")
+    inputs = ["x", "", "", "s"] if key == "sizes" else ["x", "", "s"]
+    extra = {"nearest_mode": nearest} if nearest else {}
+    node = helper.make_node("Resize", inputs, ["y"], mode=mode,
+                            coordinate_transformation_mode=ctm, **extra)
+    feed = {"x": rng.standard_normal(shape).astype("float32")}
+    model = _onnx_model([node], [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                        [("y", len(shape))], [numpy_helper.from_array(value, "s")], opset=19)
+    stats = _vs_onnxruntime(model, feed)
+    assert stats["num_fallback_kernels"] == 0, stats["unsupported_ops"]
+    if ctm == "align_corners" and "scales" in size:
+        return  # the reference divides by scale * n_in - 1 (12.5 here), ONNX by n_out - 1
+    g, params = nnvm.frontend.from_onnx(model, shape={"x": shape})
+    ref = nnvm.compiler.build(g, target="reference", shape={"x": shape}, params=params)
+    lib = nnvm.compiler.build(g, target="llvm", shape={"x": shape}, params=params)
+    np.testing.assert_allclose(lib.run(**feed)[0], ref.run(**feed)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_resize_crop_and_integer_data_match_reference(rng):
+    """tf_crop_and_resize's extrapolation fill and rounded linear blends of uint8 data."""
+    shape = (1, 2, 6, 7)
+    cases = [({"mode": "linear", "coordinate_transformation_mode": "tf_crop_and_resize",
+               "roi": (-0.2, 0.1, 1.1, 0.8), "axes": (2, 3), "sizes": (9, 5),
+               "extrapolation_value": 7.5}, "float32"),
+             ({"mode": "linear", "scales": (1, 1, 1.6, 0.7)}, "uint8"),
+             ({"mode": "nearest", "nearest_mode": "round_prefer_ceil",
+               "coordinate_transformation_mode": "tf_crop_and_resize",
+               "roi": (0.1, 0.0, 0.9, 1.2), "axes": (2, 3), "sizes": (4, 9)}, "int32")]
+    for attrs, dtype in cases:
+        x = rng.uniform(0, 255, shape).astype(dtype)
+        y = sym.resize(sym.Variable("x"), **attrs)
+        lib = nnvm.compiler.build(y, target="llvm", shape={"x": shape}, dtype={"x": dtype})
+        ref = nnvm.compiler.build(y, target="reference", shape={"x": shape}, dtype={"x": dtype})
+        assert lib.stats()["num_fallback_kernels"] == 0, lib.stats()["unsupported_ops"]
+        got, want = lib.run(x=x)[0], ref.run(x=x)[0]
+        assert got.dtype == want.dtype
+        np.testing.assert_allclose(got.astype("float64"), want.astype("float64"), rtol=1e-5,
+                                   atol=1e-4 if dtype == "float32" else 0)
+
+
+def test_cubic_resize_keeps_the_reference_kernel_with_its_reason():
+    y = sym.resize(sym.Variable("x"), mode="cubic", scales=(1, 1, 2, 2))
+    lib = nnvm.compiler.build(y, target="llvm", shape={"x": (1, 1, 3, 3)})
+    assert lib.stats()["fallback_ops"] == ["resize"]
+    assert "cubic" in lib.stats()["unsupported_ops"]["resize"]

@@ -1,12 +1,14 @@
-"""``resize`` in nearest mode with whole-number scales: a gather along ``index // scale``.
+"""``resize`` compiled for llvm: a plain gather for whole-number nearest scales, else the
+coordinate-mapping kernel of ``resize_interp`` (nearest and linear, every coordinate mode).
 
 Detectors and text detectors upsample their feature pyramids with ``Resize(mode=nearest,
 scales=2)``; run by the NumPy reference (float64 tensordot) it took half of a YOLO-class
-model's time. The source index of every output position is not re-derived here: the op's
-own reference kernel maps a tensor of flat indices at build time, and the rule applies only
-when that map is exactly ``i // s`` on every resized axis (otherwise the op keeps its
-reference kernel, with the reason in ``stats()``). Registered only when the lowering table
-has no ``resize`` rule of its own.
+model's time. For those the source index of every output position is not re-derived: the
+op's own reference kernel maps a tensor of flat indices at build time, and the gather applies
+only when that map is exactly ``i // s`` on every resized axis. Every other nearest or linear
+resize computes its source coordinates per element (``resize_interp``); cubic and
+antialiased downsampling keep the reference kernel, with the reason in ``stats()``.
+Registered only when the lowering table has no ``resize`` rule of its own.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from tvm import te
 
 from nnvm.op import get_op
 
-from . import lowering
+from . import lowering, resize_interp
 from .lowering import Lowering
 
 
@@ -55,15 +57,19 @@ def _supports(attrs, shapes):
         _, outs = get_op("resize").get_attr("FInferShape")(attrs, [tuple(x)], [None])
     except Exception:  # noqa: BLE001 - shape errors are reported by InferShape already
         return "resize whose output shape cannot be inferred"
-    if outs[0] is None or _scales(attrs, tuple(x), tuple(outs[0])) is None:
-        return "resize other than nearest with whole-number scales (llvm lowers those)"
-    return None
+    if outs[0] is None:
+        return "resize whose output shape cannot be inferred"
+    if _scales(attrs, tuple(x), tuple(outs[0])) is not None:
+        return None
+    return resize_interp.reason(attrs, tuple(x))
 
 
 def _compute(attrs, ins, outs, ctx):
     x = ins[0]
     out_shape = outs[0][0]
     scales = _scales(attrs, tuple(int(d) for d in x.shape), tuple(out_shape))
+    if scales is None:
+        return resize_interp.interpolate(attrs, x, out_shape, ctx.name)
     return te.compute(out_shape, lambda *i: x[tuple(
         v // s if s != 1 else v for v, s in zip(i, scales))], name=ctx.name)
 

@@ -1,0 +1,129 @@
+"""``resize`` in nearest and linear modes under every coordinate transformation mode, in TE.
+
+Why: segmentation heads (LR-ASPP, DeepLabV3) upsample with ``Resize(mode=linear, sizes=...)``
+and text/face detectors with fractional nearest scales; those ran the NumPy reference on the
+host (a float64 tensordot per axis). Here each output element computes, per resized axis,
+its source coordinate with the reference's own formula (``nnvm.ops.image.source_coords``,
+repeated term by term in float64 so that a nearest index rounds exactly as the reference's
+does), then gathers one tap (nearest) or blends two (linear) per axis. Axes are applied in the
+plan's order, so ``tf_crop_and_resize`` extrapolation feeds later axes as in ONNX.
+
+Integer data is blended in float64 and rounded half to even, then saturated, as the
+reference does. Not covered (``reason`` says so, and the op keeps its reference kernel):
+cubic, antialiased downsampling, nearest with ``exclude_outside``.
+"""
+
+from __future__ import annotations
+
+import tvm
+from tvm import te
+
+from nnvm.ops.image import resize_plan
+
+
+def reason(attrs, shape) -> str | None:
+    """None when ``interpolate`` covers the node, else why not."""
+    mode = attrs.get("mode")
+    if mode not in ("nearest", "linear"):
+        return f"resize mode {mode!r} (llvm lowers nearest and linear)"
+    try:
+        plan, _ = resize_plan(attrs, tuple(shape))
+    except Exception:  # noqa: BLE001 - shape errors are reported by InferShape already
+        return "resize whose output shape cannot be inferred"
+    if mode == "linear" and attrs.get("antialias") and any(s < 1.0 for _, s, _, _ in plan):
+        return "antialiased linear downsampling (llvm lowers plain linear)"
+    if mode == "nearest" and attrs.get("exclude_outside"):
+        return "nearest resize with exclude_outside"
+    return None
+
+
+def _f64(v):
+    return tvm.tirx.const(float(v), "float64")
+
+
+def source_coord(mode, o, scale, n_in, n_out, roi):
+    """The float64 input coordinate of output index ``o`` (and the extrapolation test or
+    None), term by term as ``nnvm.ops.image.source_coords`` evaluates it, except that
+    ``align_corners`` and ``tf_crop_and_resize`` divide by the output length as ONNX says
+    (``length_resized - 1``; onnxruntime does the same) where the reference divides by
+    ``scale * n_in - 1``: the two differ when that product is not a whole number."""
+    y = o.astype("float64")
+    out_w = scale * n_in
+    extrap = None
+    if mode == "align_corners":
+        x = _f64(0) if n_out == 1 else y * _f64(n_in - 1) / _f64(n_out - 1)
+    elif mode == "asymmetric":
+        x = y / _f64(scale)
+    elif mode == "tf_crop_and_resize":
+        span = roi[1] - roi[0]
+        x = _f64(span * (n_in - 1) / 2) if n_out == 1 else \
+            y * _f64(span) * _f64(n_in - 1) / _f64(n_out - 1)
+        x = x + _f64(roi[0] * (n_in - 1))
+        extrap = (x < _f64(0)) | (x > _f64(n_in - 1))
+    elif mode == "pytorch_half_pixel":
+        x = _f64(-0.5) if out_w == 1 else (y + _f64(0.5)) / _f64(scale) - _f64(0.5)
+    elif mode == "half_pixel_symmetric":
+        offset = n_in / 2 * (1 - n_out / out_w)
+        x = _f64(offset) + (y + _f64(0.5)) / _f64(scale) - _f64(0.5)
+    elif mode == "tf_half_pixel_for_nn":
+        x = (y + _f64(0.5)) / _f64(scale)
+    else:  # half_pixel
+        x = (y + _f64(0.5)) / _f64(scale) - _f64(0.5)
+    return x, extrap
+
+
+def _clip_index(v, n_in):
+    return te.max(te.min(v, n_in - 1), 0)
+
+
+def _taps(attrs, x, n_in, compute):
+    """``[(index, weight or None)]`` of one axis at coordinate ``x``."""
+    base = te.floor(x)
+    ratio = x - base
+    i0 = base.astype("int64")
+    if attrs["mode"] == "nearest":
+        right = {"round_prefer_floor": ratio > _f64(0.5), "round_prefer_ceil": ratio >= _f64(0.5),
+                 "floor": tvm.tirx.const(False, "bool"),
+                 "ceil": tvm.tirx.const(True, "bool")}[attrs["nearest_mode"]]
+        # an integral coordinate is its own index (the reference's "whole" ratio)
+        idx = tvm.tirx.Select(x == base, i0, tvm.tirx.Select(right, i0 + 1, i0))
+        return [(_clip_index(idx, n_in), None)]
+    r = ratio.astype(compute)
+    return [(_clip_index(i0, n_in), tvm.tirx.const(1, compute) - r),
+            (_clip_index(i0 + 1, n_in), r)]
+
+
+def interpolate(attrs, x, out_shape, name):
+    """The TE tensor of ``resize(x)`` for a node ``reason`` accepted."""
+    shape = tuple(int(d) for d in x.shape)
+    plan, _ = resize_plan(attrs, shape)
+    dtype = str(x.dtype)
+    integer = "float" not in dtype
+    compute = "float32" if dtype in ("float32", "float16") else "float64"
+    ev = tvm.tirx.const(attrs.get("extrapolation_value", 0.0), compute)
+    mode = attrs["coordinate_transformation_mode"]
+
+    def value(level, idx):
+        """The input after the first ``level`` resized axes, at index ``idx``."""
+        if level == 0:
+            v = x[tuple(idx)]
+            return v.astype(compute) if dtype != compute else v
+        axis, scale, n_out, roi = plan[level - 1]
+        coord, extrap = source_coord(mode, idx[axis], scale, shape[axis], n_out, roi)
+        total = None
+        for i, w in _taps(attrs, coord, shape[axis], compute):
+            sub = list(idx)
+            sub[axis] = i
+            term = value(level - 1, sub)
+            term = term if w is None else w * term
+            total = term if total is None else total + term
+        return total if extrap is None else tvm.tirx.Select(extrap, ev, total)
+
+    def body(*o):
+        v = value(len(plan), [i.astype("int64") for i in o])
+        if integer:  # np.clip(np.round(y), min, max) of the reference
+            v = te.min(te.max(te.nearbyint(v), tvm.tirx.const(te.min_value(dtype).value,
+                                                                  compute)),
+                       tvm.tirx.const(te.max_value(dtype).value, compute))
+        return v.astype(dtype) if dtype != compute else v
+    return te.compute(out_shape, body, name=name)
