@@ -1,10 +1,21 @@
-"""Fuzz the ONNX importer: mutated real models and random bytes must give NNVMError or work.
+"""Fuzz the ONNX importer and the back end: mutated real models must work or raise NNVMError.
 
-Anything else (a raw exception, a crash, a hang past the per-case limit) is a finding, printed
-with the seed that reproduces it. The CI test (tests/frontend_onnx/test_fuzz.py) runs a bounded
-number of cases; run longer by hand:
+Each case takes a seed (a real small model with inputs that import, build and run on
+``reference``), applies mutations, then imports it, builds it and runs it. Anything other than
+success or an ``NNVMError`` subclass (a raw exception, a crash, a hang past the per-case limit)
+is a finding, printed with the case seed that reproduces it (``--replay CASE_SEED``).
 
-    python scripts/fuzz_onnx.py --cases 5000 --seed 1
+Seeds (``fuzz_onnx_seeds.py``): the bundled digits MLP, the onnx wheel's stored model tests,
+the onnx node tests that pass on ``reference`` and a few built models, all with concrete input
+shapes. Mutations (``fuzz_onnx_mutations.py``): mostly ones that keep the model valid
+(``onnx.checker`` with full shape inference decides) so that cases reach the back end; the
+rest hostile (swapped ops, rewired inputs, absurd attributes and dims, flipped bytes).
+
+The coverage line says which share of cases reached each step (import, build, run). The CI
+test (tests/frontend_onnx/test_fuzz.py) runs 20,000 cases; run longer by hand:
+
+    python scripts/fuzz_onnx.py --cases 100000 --seed 1 --workers 2
+    python scripts/fuzz_onnx.py --replay 1000003042      # one case in-process, full traceback
 """
 
 from __future__ import annotations
@@ -16,104 +27,30 @@ import signal
 import sys
 import time
 import traceback
+import warnings
+from multiprocessing import connection
 
-import numpy as np
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
 
+import numpy as np  # noqa: E402
+
+#: a case's own time limit (SIGALRM in the worker), and the parent's, which kills the worker
 CASE_TIMEOUT_S = 10
-STATS = {"ok": 0, "nnvm_error": 0}
-_MAX_RUN_ELEMENTS = 1 << 16
+KILL_AFTER_S = 3 * CASE_TIMEOUT_S
+#: address space a worker may allocate: a mutated dim of 2**34 must fail, not swap the box
+WORKER_MEMORY_BYTES = 3 << 30
+#: inputs larger than this are not fed (the case stops after build)
+MAX_RUN_ELEMENTS = 1 << 20
+STAGES = ("parse", "import", "build", "run")
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fuzz_onnx_mutations import VALID_MUTATIONS, Case, make_case  # noqa: E402,F401
+from fuzz_onnx_seeds import (Seed, attribute_pool, built_seeds, load_seeds,  # noqa: E402,F401
+                             node_seeds)
 
 
-def seed_models() -> list:
-    """Real-looking models to mutate: the test models plus a few node-suite models."""
-    from onnx import TensorProto, helper, numpy_helper
-
-    rng = np.random.default_rng(0)
-    H = helper.make_node
-    models = []
-    here = os.path.dirname(os.path.abspath(__file__))
-    sys.path.insert(0, os.path.join(here, "..", "tests", "frontend_onnx"))
-    try:
-        import test_models as tm
-
-        models += [tm.yolo_model(rng), tm.ocr_model(rng), tm.bert_model(rng),
-                   tm.vad_model(rng), tm.vad_model(rng, same_framing=True)]
-    except Exception:  # noqa: BLE001 - the tests directory is optional for the script
-        pass
-    w = numpy_helper.from_array(rng.standard_normal((4, 3)).astype(np.float32), "w")
-    g = helper.make_graph(
-        [H("MatMul", ["x", "w"], ["m"]), H("Relu", ["m"], ["r"]),
-         H("ReduceSum", ["r"], ["y"], keepdims=1)], "mlp",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, None])], [w])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
-    m.ir_version = 8
-    models.append(m)
-    return models
-
-
-_OPS = ["Relu", "Add", "Reshape", "Concat", "Slice", "Gather", "Conv", "MatMul", "Transpose",
-        "Squeeze", "Unsqueeze", "Shape", "Expand", "Tile", "Pad", "Resize", "Split", "If",
-        "Loop", "Softmax", "ReduceMean", "Cast", "ConstantOfShape", "Range", "TopK", "NoSuchOp"]
-
-
-def mutate(model, rnd: random.Random) -> bytes:
-    """One random mutation, structural (on the proto) or on the serialized bytes."""
-    import onnx
-
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
-    kind = rnd.randrange(10)
-    nodes = m.graph.node
-    if kind == 0 and nodes:
-        rnd.choice(nodes).op_type = rnd.choice(_OPS)
-    elif kind == 1 and nodes:
-        n = rnd.choice(nodes)
-        if n.input:
-            n.input[rnd.randrange(len(n.input))] = rnd.choice(["", "nope", *[o for x in nodes
-                                                                        for o in x.output]])
-    elif kind == 2 and nodes:
-        n = rnd.choice(nodes)
-        for a in n.attribute:
-            if a.ints:
-                a.ints[rnd.randrange(len(a.ints))] = rnd.choice([-5, -1, 0, 1, 7, 1 << 40])
-            elif a.type == a.INT:
-                a.i = rnd.choice([-3, 0, 1, 2, 99])
-            elif a.type == a.FLOAT:
-                a.f = rnd.choice([0.0, -1.0, float("nan"), 1e30])
-    elif kind == 3 and m.graph.initializer:
-        t = rnd.choice(m.graph.initializer)
-        if t.dims:
-            t.dims[rnd.randrange(len(t.dims))] = rnd.choice([0, 1, 3, 1 << 33])
-        else:
-            m.graph.initializer.remove(t)
-    elif kind == 4 and len(nodes) > 1:
-        i, j = rnd.randrange(len(nodes)), rnd.randrange(len(nodes))
-        a, b = onnx.NodeProto(), onnx.NodeProto()
-        a.CopyFrom(nodes[i])
-        b.CopyFrom(nodes[j])
-        nodes[i].CopyFrom(b)
-        nodes[j].CopyFrom(a)
-    elif kind == 5 and m.graph.input:
-        d = m.graph.input[0].type.tensor_type.shape.dim
-        if d:
-            d[rnd.randrange(len(d))].dim_value = rnd.choice([0, 1, 2, 1 << 34])
-    elif kind == 6:
-        m.opset_import[0].version = rnd.choice([1, 5, 9, 13, 30, 1000])
-    data = bytearray(m.SerializeToString())
-    if kind >= 7 and data:
-        for _ in range(rnd.randint(1, 8)):
-            op = rnd.randrange(3)
-            pos = rnd.randrange(len(data))
-            if op == 0:
-                data[pos] = rnd.randrange(256)
-            elif op == 1:
-                del data[pos:pos + rnd.randint(1, 16)]
-            else:
-                data[pos:pos] = bytes(rnd.randrange(256) for _ in range(rnd.randint(1, 8)))
-            if not data:
-                break
-    return bytes(data)
+# ---------------------------------------------------------------- running one case
 
 
 class _Hang(Exception):
@@ -124,78 +61,317 @@ def _on_alarm(signum, frame):
     raise _Hang(f"no result within {CASE_TIMEOUT_S}s")
 
 
-def check_one(data: bytes, rnd: random.Random) -> str | None:
-    """Import (and, when small, build and run) one blob; returns a finding or None."""
+def execute(case: Case, check: bool = False) -> tuple[str, str, str | None]:
+    """Import, build (``reference``) and run one case.
+
+    Returns ``(stage, outcome, finding)``: the last stage entered, ``ok`` / ``nnvm_error`` /
+    ``finding``, and the finding's text (exception and the frames that raised it).
+    """
     import nnvm
     from nnvm.errors import NNVMError
+    from nnvm_onnx.errors import NeedsConstantError
 
+    from nnvm_onnx.loader import load_model
+
+    stage = "parse"
     old = signal.signal(signal.SIGALRM, _on_alarm)
     signal.alarm(CASE_TIMEOUT_S)
     try:
-        graph, params = nnvm.frontend.from_onnx(data, check=rnd.random() < 0.3)
-        shapes = graph.attrs.get("shape_inputs", {})
-        feed_names = [n for n in graph.index.input_names if n not in params]
-        if all(n in shapes for n in feed_names) and all(
-                int(np.prod(shapes[n])) <= _MAX_RUN_ELEMENTS for n in feed_names):
-            lib = nnvm.compiler.build(graph, target="reference", params=params)
-            feed = {}
-            for n in lib.input_names:
-                dt = lib.input_dtypes.get(n) or "float32"
-                feed[n] = np.asarray(rnd.random() * np.ones(shapes[n])).astype(dt)
-            lib.run(**feed)
-        STATS["ok"] += 1
-        return None
+        proto, _ = load_model(case.model, check=False)
+        stage = "import"
+        feed = case.feed
+        frozen: dict = {}
+        while True:
+            try:
+                graph, params = nnvm.frontend.from_onnx(
+                    proto, shape={k: v.shape for k, v in feed.items() if k not in frozen},
+                    dtype={k: v.dtype.name for k, v in feed.items() if k not in frozen},
+                    freeze=frozen or None, check=check)
+                break
+            except NeedsConstantError as exc:
+                new = [n for n in exc.inputs if n in feed and n not in frozen]
+                if not new:
+                    raise
+                frozen.update({n: feed[n] for n in new})
+        stage = "build"
+        module = nnvm.compiler.build(graph, target="reference", params=params,
+                                     shape=graph.attrs.get("shape_inputs"),
+                                     dtype=graph.attrs.get("dtype_inputs"))
+        stage = "run"
+        names = [n for n in module.input_names if n in feed and n not in frozen]
+        if sum(feed[n].size for n in names) > MAX_RUN_ELEMENTS:
+            return "build", "ok", None
+        module.run(**{n: feed[n] for n in names})
+        return stage, "ok", None
     except NNVMError:
-        STATS["nnvm_error"] += 1
-        return None
+        return stage, "nnvm_error", None
     except _Hang as exc:
-        return f"hang: {exc}"
+        return stage, "finding", f"hang at {stage}: {exc}"
     except BaseException as exc:  # noqa: BLE001 - every other exception is a finding
         if isinstance(exc, KeyboardInterrupt):
             raise
-        return "".join(traceback.format_exception_only(type(exc), exc)).strip() + "\n" + \
-            "".join(traceback.format_tb(exc.__traceback__)[-3:])
+        tb = "".join(traceback.format_tb(exc.__traceback__)[-6:])
+        head = "".join(traceback.format_exception_only(type(exc), exc)).strip()[:400]
+        return stage, "finding", f"{head}\n{tb}"
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
 
 
-def fuzz(cases: int, seed: int, time_budget_s: float | None = None, verbose: bool = False
-         ) -> list[tuple[int, str]]:
-    """Run ``cases`` mutations (within ``time_budget_s``); returns [(case seed, finding)]."""
-    import warnings
+# ---------------------------------------------------------------- driving many cases
 
-    models = seed_models()
-    findings = []
-    start = time.time()
+_SEEDS: list = []
+_POOL: dict = {}
+
+
+def case_seed(seed: int, i: int) -> int:
+    return seed * 1_000_003 + i
+
+
+def make_one(cs: int):
+    """The case with seed ``cs`` and its Random (which execute() goes on drawing from)."""
+    rnd = random.Random(cs)
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
-        for i in range(cases):
-            if time_budget_s is not None and time.time() - start > time_budget_s:
+        return make_case(_SEEDS, _POOL, rnd), rnd
+
+
+def run_one(case: Case, rnd: random.Random) -> tuple:
+    """execute()'s triple, a label and the mutation kinds."""
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        stage, outcome, finding = execute(case, check=rnd.random() < 0.2)
+    label = f"{case.seed} [{'+'.join(case.kinds) or 'none'}]"
+    return stage, outcome, finding, label, tuple(case.kinds)
+
+
+def _limit_memory() -> None:
+    try:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (WORKER_MEMORY_BYTES, WORKER_MEMORY_BYTES))
+    except (ImportError, ValueError, OSError):
+        pass
+
+
+def _worker(conn) -> None:
+    """Cases in, results out. "made" is sent between mutating and executing, so that the
+    parent can tell onnx's own C++ aborting in the fuzzer's checker/shape-inference calls
+    (not a finding about nnvm) from nnvm crashing the process (a finding)."""
+    import faulthandler
+
+    faulthandler.disable()  # onnx aborting is counted by the parent, not dumped as noise
+    _limit_memory()
+    while True:
+        cs = conn.recv()
+        if cs is None:
+            return
+        try:
+            case, rnd = make_one(cs)
+        except Exception:  # noqa: BLE001 - the fuzzer's own bug: reported, never hidden
+            conn.send(("done", "parse", "finding", traceback.format_exc(),
+                       "fuzzer bug in make_case", ()))
+            continue
+        conn.send(("made",))
+        conn.send(("done", *run_one(case, rnd)))
+
+
+class Stats:
+    """Outcome counts per stage and the coverage line."""
+
+    def __init__(self) -> None:
+        self.cases = 0
+        self.reached = dict.fromkeys(STAGES, 0)
+        self.passed = dict.fromkeys(STAGES, 0)
+        self.nnvm_errors = dict.fromkeys(STAGES, 0)
+        self.by_kind: dict = {}  # mutation -> [cases, cases that reached build]
+        self.onnx_crashes = 0  # onnx's C++ aborted inside the fuzzer's own checker calls
+
+    def add(self, stage: str, outcome: str, kinds=()) -> None:
+        self.cases += 1
+        for k in kinds:
+            row = self.by_kind.setdefault(k, [0, 0])
+            row[0] += 1
+            row[1] += STAGES.index(stage) >= STAGES.index("build")
+        order = STAGES.index(stage)
+        for s in STAGES[:order + 1]:
+            self.reached[s] += 1
+        for s in STAGES[:order]:
+            self.passed[s] += 1
+        if outcome == "ok":
+            self.passed[stage] += 1
+        elif outcome == "nnvm_error":
+            self.nnvm_errors[stage] += 1
+
+    def kinds_line(self) -> str:
+        return "reach-build share by mutation: " + ", ".join(
+            f"{k} {100.0 * b / n:.0f}% of {n}" for k, (n, b) in sorted(self.by_kind.items()))
+
+    def share(self, stage: str) -> float:
+        return self.reached[stage] / max(self.cases, 1)
+
+    def line(self) -> str:
+        pct = {s: 100.0 * self.reached[s] / max(self.cases, 1) for s in STAGES}
+        ran = 100.0 * self.passed["run"] / max(self.cases, 1)
+        errs = ", ".join(f"{s} {self.nnvm_errors[s]}" for s in STAGES[1:])
+        return (f"{self.cases} cases: reached import {pct['import']:.1f}%, build "
+                f"{pct['build']:.1f}%, run {pct['run']:.1f}%, ran to the end {ran:.1f}%; "
+                f"NNVMError at {errs}; {self.onnx_crashes} skipped (onnx aborted in the "
+                "fuzzer's own checker call)")
+
+
+class _Pool:
+    """Forked workers, one case each at a time: a worker that dies is replaced, one that
+    takes longer than KILL_AFTER_S is killed (a hang inside C code that SIGALRM cannot stop)."""
+
+    def __init__(self, workers: int, record, onnx_crash) -> None:
+        import multiprocessing as mp
+
+        self.ctx = mp.get_context("fork")
+        self.record, self.onnx_crash = record, onnx_crash
+        self.busy: dict = {}  # pipe -> [process, case seed, started, executing?]
+        self.idle = [self._spawn() for _ in range(max(1, workers))]
+
+    def _spawn(self):
+        parent, child = self.ctx.Pipe()
+        p = self.ctx.Process(target=_worker, args=(child,), daemon=True)
+        p.start()
+        child.close()
+        return parent, p
+
+    def submit(self, cs: int) -> None:
+        conn, proc = self.idle.pop()
+        conn.send(cs)
+        self.busy[conn] = [proc, cs, time.time(), False]
+
+    def _lost(self, conn, why: str) -> None:
+        proc, cs, _t, executing = self.busy.pop(conn)
+        proc.kill()
+        proc.join()
+        if executing:
+            self.record(cs, "import", "finding", why, "crash or hang")
+        else:
+            self.onnx_crash(cs)
+        self.idle.append(self._spawn())
+
+    def poll(self) -> None:
+        """Wait up to a second; record what finished; replace dead or stuck workers."""
+        for conn in connection.wait(list(self.busy), timeout=1.0):
+            try:
+                msg = conn.recv()
+            except (EOFError, OSError):
+                self._lost(conn, f"worker died (exit code {self.busy[conn][0].exitcode})")
+                continue
+            if msg[0] == "made":
+                self.busy[conn][3] = True
+                continue
+            proc, cs, _t, _x = self.busy.pop(conn)
+            self.record(cs, *msg[1:])
+            self.idle.append((conn, proc))
+        for conn, (proc, cs, t0, _x) in list(self.busy.items()):
+            if time.time() - t0 > KILL_AFTER_S:
+                self._lost(conn, f"no result within {KILL_AFTER_S}s (worker killed)")
+
+    def close(self) -> None:
+        for conn, proc in self.idle:
+            conn.send(None)
+            proc.join(5)
+        for proc, *_ in self.busy.values():
+            proc.kill()
+
+
+def fuzz(cases: int, seed: int = 0, workers: int = 2, time_budget_s: float | None = None,
+         node_tests: bool = True, verbose: bool = False) -> tuple[list, Stats]:
+    """Run ``cases`` cases in ``workers`` forked processes (each case bounded by a timeout and
+    the worker by a memory limit); returns ``([(case seed, finding)], Stats)``."""
+    global _SEEDS, _POOL
+
+    _SEEDS = load_seeds(node_tests)
+    _POOL = attribute_pool(_SEEDS)
+    check_seeds(_SEEDS[:4])  # imports the importer, passes and kernels once, before forking
+    stats, findings = Stats(), []
+
+    def record(cs, stage, outcome, finding, label, kinds=()):
+        stats.add(stage, outcome, kinds)
+        if finding is not None:
+            findings.append((cs, f"{label}: {finding}"))
+            if verbose:
+                print(f"case seed {cs}, {label}:\n{finding}", flush=True)
+
+    def onnx_crash(cs):
+        stats.onnx_crashes += 1
+        if verbose:
+            print(f"case seed {cs}: onnx aborted while the fuzzer mutated the model (skipped)",
+                  flush=True)
+
+    pool = _Pool(workers, record, onnx_crash)
+    start, i = time.time(), 0
+    try:
+        while True:
+            while pool.idle and i < cases and (time_budget_s is None
+                                               or time.time() - start < time_budget_s):
+                pool.submit(case_seed(seed, i))
+                i += 1
+            if not pool.busy:
                 break
-            case_seed = seed * 1_000_003 + i
-            rnd = random.Random(case_seed)
-            if rnd.random() < 0.1:
-                data = bytes(rnd.randrange(256) for _ in range(rnd.randint(0, 600)))
-            else:
-                data = mutate(rnd.choice(models), rnd)
-            finding = check_one(data, rnd)
-            if finding is not None:
-                findings.append((case_seed, finding))
-                if verbose:
-                    print(f"case seed {case_seed}: {finding}", flush=True)
-    return findings
+            pool.poll()
+    finally:
+        pool.close()
+    return findings, stats
+
+
+def check_seeds(seeds: list[Seed]) -> list[tuple[str, str, str]]:
+    """Seeds that do not import, build and run unmutated: [(name, stage, why)]."""
+    bad = []
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        for s in seeds:
+            stage, outcome, finding = execute(Case(s.name, [], s.model, dict(s.feed), True),
+                                              check=True)
+            if outcome != "ok" or stage != "run":
+                bad.append((s.name, stage, finding or outcome))
+    return bad
+
+
+def replay(cs: int, node_tests: bool = True) -> int:
+    """Make one case in-process and execute it; a finding is printed with its traceback."""
+    global _SEEDS, _POOL
+    _SEEDS = load_seeds(node_tests)
+    _POOL = attribute_pool(_SEEDS)
+    case, rnd = make_one(cs)
+    print(f"seed {case.seed}, mutations {case.kinds}, onnx.checker accepts it: "
+          f"{case.checker_ok}")
+    stage, outcome, finding, _label, _kinds = run_one(case, rnd)
+    print(f"{outcome} at {stage}" + (f":\n{finding}" if finding else ""))
+    return 1 if finding else 0
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--cases", type=int, default=1000)
+    p.add_argument("--cases", type=int, default=20000)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--workers", type=int, default=min(os.cpu_count() or 1, 4))
     p.add_argument("--time-budget", type=float, default=None, help="seconds")
+    p.add_argument("--no-node-tests", action="store_true",
+                   help="seeds without the onnx node tests (faster start)")
+    p.add_argument("--replay", type=int, default=None, metavar="CASE_SEED")
+    p.add_argument("--check-seeds", action="store_true")
     args = p.parse_args(argv)
+    if args.replay is not None:
+        return replay(args.replay, not args.no_node_tests)
+    if args.check_seeds:
+        seeds = load_seeds(not args.no_node_tests)
+        bad = check_seeds(seeds)
+        for name, stage, why in bad:
+            print(f"{name}: fails at {stage}: {why}")
+        print(f"{len(seeds) - len(bad)}/{len(seeds)} seeds import, build and run")
+        return 1 if bad else 0
     t0 = time.time()
-    findings = fuzz(args.cases, args.seed, args.time_budget, verbose=True)
-    print(f"{len(findings)} finding(s) in {time.time() - t0:.0f}s; outcomes {STATS}")
+    findings, stats = fuzz(args.cases, args.seed, args.workers, args.time_budget,
+                           not args.no_node_tests, verbose=True)
+    print(f"{len(_SEEDS)} seeds; {stats.line()}")
+    print(stats.kinds_line())
+    print(f"{len(findings)} finding(s) in {time.time() - t0:.0f}s")
     return 1 if findings else 0
 
 

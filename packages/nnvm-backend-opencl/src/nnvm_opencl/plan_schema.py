@@ -16,8 +16,7 @@ import math
 import re
 
 from nnvm.errors import SerializationError, format_error
-from nnvm.serialization.schema import (Bool, Int, IntKey, List, Map, Null, Obj, OneOf, Str,
-                                       validate)
+from nnvm.serialization.schema import (Bool, Int, IntKey, List, Map, Null, Obj, OneOf, Str)
 
 _ENTRY = Int(0, 1 << 40)
 _BYTES = Int(0, 1 << 48)
