@@ -66,3 +66,15 @@ def test_a_batched_module_says_how_to_export():
     lib = _build(sym.relu(sym.Variable("x")), {"x": ("N", 2)})
     with pytest.raises(nnvm.NNVMError, match="bucket_module"):
         lib.export("never.nnvm")
+
+
+def test_slices_away_from_the_batch_split_and_a_reversed_batch_does_not(caplog):
+    x = sym.Variable("x")
+    kept = _build(sym.strided_slice(x, begin=(0, 1), end=(1 << 30, 3)), {"x": ("N", 4)})
+    assert isinstance(kept, BatchedModule)
+    np.testing.assert_array_equal(kept.run(x=_x(3, 4))[0], _x(3, 4)[:, 1:3])
+    with caplog.at_level(logging.WARNING, logger="nnvm.compiler"):
+        rev = _build(sym.strided_slice(x, begin=(-1,), end=(-(1 << 30),), stride=(-1,)),
+                     {"x": ("N", 4)})
+    assert isinstance(rev, PerShapeModule) and "strides along the batch axis" in caplog.text
+    np.testing.assert_array_equal(rev.run(x=_x(3, 4))[0], _x(3, 4)[::-1])

@@ -87,3 +87,34 @@ def tiny_transformer(seed: int = 0, tokens: int = 6, dim: int = 8, heads: int = 
     outs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 3]),
             helper.make_tensor_value_info("attn", TensorProto.FLOAT, ["N", heads, tokens, tokens])]
     return make_model(nodes, [ids], outs, inits, name="tiny_transformer")
+
+
+def tiny_lstm(seed: int = 0, steps: int = 5, features: int = 3, hidden: int = 4):
+    """A sequence-first LSTM (ONNX ``layout=0``): ``X: (steps, N, features)``, so the batch is
+    axis 1 of the input and axis 2 of ``Y``; ``Y_h`` is ``(1, N, hidden)``."""
+    rng = np.random.default_rng(seed)
+    f32 = lambda *s: rng.standard_normal(s).astype("float32") * 0.4  # noqa: E731
+    nodes = [helper.make_node("LSTM", ["X", "W", "R", "B"], ["Y", "Y_h"], hidden_size=hidden)]
+    inits = [tensor("W", f32(1, 4 * hidden, features)), tensor("R", f32(1, 4 * hidden, hidden)),
+             tensor("B", f32(1, 8 * hidden))]
+    x = helper.make_tensor_value_info("X", TensorProto.FLOAT, [steps, "N", features])
+    outs = [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [steps, 1, "N", hidden]),
+            helper.make_tensor_value_info("Y_h", TensorProto.FLOAT, [1, "N", hidden])]
+    return make_model(nodes, [x], outs, inits, name="tiny_lstm")
+
+
+def scaler_linear(features: int = 4):
+    """An ONNX-ML pipeline as sklearn-onnx writes one: Scaler -> LinearRegressor on
+    ``X: (N, features)``."""
+    nodes = [helper.make_node("Scaler", ["X"], ["scaled"], domain="ai.onnx.ml",
+                              offset=[0.5] * features, scale=[2.0] * features),
+             helper.make_node("LinearRegressor", ["scaled"], ["y"], domain="ai.onnx.ml",
+                              coefficients=[0.1 * (k + 1) for k in range(features)],
+                              intercepts=[0.25])]
+    x = helper.make_tensor_value_info("X", TensorProto.FLOAT, ["N", features])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 1])
+    graph = helper.make_graph(nodes, "scaler_linear", [x], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("ai.onnx.ml", 3)])
+    model.ir_version = 8
+    return model

@@ -76,9 +76,11 @@ def _aligned(attrs, ins, in_shapes, out_shapes, observed):
     return None
 
 
-def _first_input_on(axis0: bool = True, axis_keys: tuple = (), require_layout: bool = False):
+def _first_input_on(axis0: bool = True, axis_keys: tuple = (), require_layout: bool = False,
+                    no_keys: tuple = ()):
     """Ops that act per sample on input 0 (others batch-independent): convolutions, pools,
-    normalisations. ``axis_keys`` name attributes that must not point at the batch."""
+    normalisations. ``axis_keys`` name attributes that must not point at the batch,
+    ``no_keys`` attributes that must be empty (resize's ``roi`` could crop the batch)."""
     def rule(attrs, ins, in_shapes, out_shapes, observed):
         a = ins[0]
         if a is None or any(x is not None for x in ins[1:]):
@@ -89,6 +91,8 @@ def _first_input_on(axis0: bool = True, axis_keys: tuple = (), require_layout: b
         if require_layout and not layout.startswith("N"):
             return f"layout {layout} does not put the batch first"
         rank = len(in_shapes[0])
+        if any(attrs.get(key) for key in no_keys):
+            return f"its {', '.join(no_keys)} may reach the batch axis"
         for key in axis_keys:
             if key in attrs and a in _axes(attrs, key, rank):
                 return f"its {key} is the batch axis"
@@ -216,6 +220,48 @@ def _untouched(key: str):
     return rule
 
 
+def _strided_slice(attrs, ins, in_shapes, out_shapes, observed):
+    """A unit-stride slice whose output keeps the batch's whole extent (at both probe sizes)
+    is the identity on the batch axis; any other slice of it changes the extent or the
+    order (a negative stride), and is refused."""
+    a = ins[0]
+    if a is None or any(x is not None for x in ins[1:]) or observed != [a]:
+        return "it slices the batch axis"
+    stride = tuple(attrs.get("stride") or ())
+    if a < len(stride) and stride[a] not in (None, 1):
+        return "it strides along the batch axis"
+    return None
+
+
+def _rows(attrs, ins, in_shapes, out_shapes, observed):
+    """ONNX-ML ops (scalers, trees, SVMs, linear models...): one result per row of a
+    ``(samples, features)`` input."""
+    batched = [(a, s) for a, s in zip(ins, in_shapes) if a is not None]
+    if any(a != 0 or len(s) < 2 for a, s in batched) or len(batched) != len(ins):
+        return "the batch is not the rows of its inputs"
+    return None if all(o == 0 for o in observed) else "the batch moves"
+
+
+def _recurrent(op_name: str):
+    """ONNX LSTM/GRU/RNN: each sequence of the batch runs its own recurrence. The batch is
+    axis 1 of X and the initial states (axis 0 with ``layout=1``), axis 0 of
+    ``sequence_lens``; the weights must not depend on it; Y has it on axis 2 (0), the
+    final states on axis 1 (0)."""
+    def rule(attrs, ins, in_shapes, out_shapes, observed):
+        from ..op import get_op
+
+        first = int(attrs.get("layout", 0)) == 1
+        want_in = {"X": 0 if first else 1, "initial_h": 0 if first else 1,
+                   "initial_c": 0 if first else 1, "sequence_lens": 0}
+        names = get_op(op_name).input_names(attrs)
+        for name, a in zip(names, ins):
+            if a is not None and want_in.get(name) != a:
+                return f"its input {name} carries the batch on axis {a}"
+        want_out = [0 if first else 2] + [0 if first else 1] * (len(observed) - 1)
+        return None if observed == want_out else "the batch moves"
+    return rule
+
+
 _PER_SAMPLE = _first_input_on(require_layout=True)
 
 RULES: dict[str, Rule] = {
@@ -223,7 +269,9 @@ RULES: dict[str, Rule] = {
         "conv", "conv2d", "_contrib_conv2d_NCHWc", "conv_transpose", "avg_pool", "max_pool",
         "lp_pool", "avg_pool2d", "max_pool2d", "global_avg_pool2d", "global_max_pool2d",
         "global_avg_pool", "global_max_pool", "global_lp_pool", "instance_norm", "group_norm",
-        "depth_to_space", "space_to_depth", "__layout_transform__", "resize", "lrn")},
+        "depth_to_space", "space_to_depth", "__layout_transform__")},
+    "resize": _first_input_on(require_layout=True, axis_keys=("axes",), no_keys=("roi",)),
+    "lrn": _first_input_on(axis_keys=("axis",)),
     "batch_norm": _first_input_on(axis_keys=("axis",)),
     "dropout": _first_input_on(axis0=False),
     "mean_variance_normalization": _first_input_on(axis0=False, axis_keys=("axes",)),
@@ -243,6 +291,13 @@ RULES: dict[str, Rule] = {
     "rms_norm": _normalised_from("axis"),
     "gather": _gather,
     "take": _gather,
+    "strided_slice": _strided_slice,
+    **{n: _recurrent(n) for n in ("lstm", "gru", "rnn")},
+    **{n: _rows for n in (
+        "scaler", "normalizer", "binarizer", "imputer", "label_encoder", "one_hot_encoder",
+        "array_feature_extractor", "feature_vectorizer", "linear_classifier",
+        "linear_regressor", "svm_classifier", "svm_regressor", "tree_ensemble",
+        "tree_ensemble_classifier", "tree_ensemble_regressor")},
     "pad": _untouched("pad_width"),
     "tile": _untouched("reps"),
 }
