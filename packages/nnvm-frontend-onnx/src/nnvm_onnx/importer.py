@@ -14,6 +14,7 @@ input and which dimension.
 from __future__ import annotations
 
 import itertools
+import logging
 import re
 from typing import Any, Mapping, Sequence
 
@@ -27,6 +28,7 @@ from .errors import (NeedsConstantError, OnnxImportError, OnnxUnsupportedError, 
 from .registry import DEFAULT_DOMAINS, find_converter
 from .tensors import attribute_value, np_dtype, onnx_dtype_name, tensor_to_array
 
+logger = logging.getLogger("nnvm.onnx")
 _REQUIRED = object()
 #: Ops that are never evaluated at import time even when their inputs are constants.
 _NO_FOLD = {"random_uniform", "random_normal", "random_uniform_like", "random_normal_like",
@@ -44,13 +46,16 @@ class Value:
         dtype: NNVM dtype name when known.
         rank: number of dims when known (even if some dims are symbolic).
         symbolic: for graph inputs, ``(input, axis, dim_name)`` of each symbolic dim.
+        default: for an overridable initializer (a graph input with a default), its
+            initializer value; the value itself is an entry, since a caller may feed another.
     """
 
-    __slots__ = ("name", "const", "entry", "shape", "dtype", "rank", "symbolic")
+    __slots__ = ("name", "const", "entry", "shape", "dtype", "rank", "symbolic", "default")
 
     def __init__(self, name: str, const=None, entry=None, shape=None, dtype=None, rank=None,
-                 symbolic=()):
+                 symbolic=(), default=None):
         self.name = name
+        self.default = default
         self.const = const
         self.entry = entry
         if const is not None:
@@ -259,6 +264,8 @@ class NodeContext:
                                                    "missing"))
             return default
         v = self.inputs[i]
+        if v.const is None and v.default is not None:
+            return self.importer.freeze_default(self, v)
         if v.const is None:
             raise self.importer.needs_constant(self, v, f"input {i} ('{self.node.input[i]}')")
         return v.const
@@ -491,6 +498,8 @@ class OnnxImporter:
             value = self._input_value(builder, inp)
             scope.values[inp.name] = value
             self.input_values[inp.name] = value
+        self.frozen_defaults: set[str] = set()
+        overridable = self._overridable_initializers(builder, scope, init_names)
         self.convert_nodes(builder, scope, graph.node)
         outputs, structure = [], []
         for out in graph.output:
@@ -514,11 +523,59 @@ class OnnxImporter:
         g = g.with_attrs(shape_inputs=shapes, dtype_inputs=dtypes,
                          onnx_output_names=[o.name for o in graph.output],
                          onnx_opset=self.opsets.get("", 1))
+        defaults = [n for n in overridable if n in used and n not in self.frozen_defaults]
+        if defaults:  # graph inputs whose value, when not fed, is the param of that name
+            g = g.with_attrs(input_defaults=defaults)
         if any(st != "tensor" for st in structure):
             g = g.with_attrs(onnx_output_structure=structure)
         else:  # one tensor per ONNX output: the module reports the model's own names
             g = g.with_attrs(output_names=[o.name for o in graph.output])
         return g, params
+
+    def _overridable_initializers(self, builder: GraphBuilder, scope: Scope,
+                                  init_names: set) -> list[str]:
+        """Initializers also listed as graph inputs: overridable defaults from IR version 4
+        on (onnxruntime's rule; before it every initializer had to be listed and all are
+        constants). Each becomes a graph input (an entry, so nothing computed from it is
+        folded) with its initializer as the param of the same name, the default when not
+        fed; ``freeze={name: value}`` binds it to a constant instead."""
+        self._default_names: dict[int, str] = {}
+        if self.model.ir_version < 4:
+            return []
+        names = []
+        for inp in self.model.graph.input:
+            if inp.name not in init_names:
+                continue
+            arr = scope.values[inp.name].const
+            where = f"ONNX graph input '{inp.name}' (an initializer)"
+            if inp.name in self.freeze:
+                frozen = np.asarray(self.freeze[inp.name]).astype(arr.dtype)
+                self._check_shape(where, list(arr.shape), frozen.shape)
+                scope.values[inp.name] = Value(inp.name, const=np.asarray(frozen, order="C"))
+                continue
+            if inp.name in self.shape:
+                self._check_shape(where, list(arr.shape), tuple(self.shape[inp.name]))
+            dtype = "string" if arr.dtype == object else arr.dtype.name
+            value = Value(inp.name, entry=builder.variable(inp.name, arr.shape, dtype),
+                          shape=arr.shape, dtype=dtype, default=arr)
+            builder.names.add(inp.name)
+            builder.params[inp.name] = arr
+            self._default_names[id(arr)] = inp.name
+            scope.values[inp.name] = value
+            self.input_values[inp.name] = value
+            names.append(inp.name)
+        return names
+
+    def freeze_default(self, ctx: NodeContext, value: Value) -> np.ndarray:
+        """A converter needs the value of an overridable initializer at import (a Reshape
+        shape, a Pad amount...): it stays the param of its name, bound like a weight, and is
+        no longer an input (feeding another value could not change what was folded)."""
+        name = self._default_names.get(id(value.default), value.name)
+        if name not in self.frozen_defaults:
+            self.frozen_defaults.add(name)
+            logger.warning("%s: needs the value of initializer '%s' at import time; it is "
+                           "frozen to its initializer (not overridable)", ctx.where, name)
+        return value.default
 
     def _input_value(self, builder: GraphBuilder, inp) -> Value:
         where = f"ONNX graph input '{inp.name}'"
@@ -743,7 +800,8 @@ class OnnxImporter:
             if v.const is not None:
                 v = Value(name, const=v.const)
             else:
-                v = Value(name, entry=v.entry, shape=v.shape, dtype=v.dtype, rank=v.rank)
+                v = Value(name, entry=v.entry, shape=v.shape, dtype=v.dtype, rank=v.rank,
+                          default=v.default)
             scope.values[name] = v
 
     def _inline_function(self, builder, scope, node, fn, inputs, opsets) -> None:
@@ -862,7 +920,7 @@ class _CaptureScope(Scope):
             return v
         var = self.builder.unique(name)
         local = Value(name, entry=self.builder.variable(var, v.shape, v.dtype), shape=v.shape,
-                      dtype=v.dtype, rank=v.rank)
+                      dtype=v.dtype, rank=v.rank, default=getattr(v, "default", None))
         self.captured_list.append((var, v))
         self._local[name] = local
         return local

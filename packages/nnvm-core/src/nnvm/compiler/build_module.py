@@ -178,10 +178,19 @@ def build(graph: Graph | Symbol, target: str | Target | None = None,
         whole = _to_graph(graph)
         return build_any_batch(lambda shapes: (whole, dict(params or {})), build_at, shape, target=str(tgt),
                                bucket=bucket, dtype=dtype)
+    # Overridable defaults (graph attr input_defaults, e.g. ONNX initializers listed as graph
+    # inputs) compile as inputs, so no pass folds them; the module holds them as params,
+    # which a fed value rebinds.
+    names = set(getattr(graph, "attrs", {}).get("input_defaults") or ())
+    defaults = {k: v for k, v in (params or {}).items() if k in names}
+    params = {k: v for k, v in (params or {}).items() if k not in names}
     g, params = optimize(graph, shape, dtype, params, level, log)
     if layout is not None:
         g = g.with_attrs(layout_inputs=layout)
     config = BuildConfig(level, cfg.add_pass, cfg.disabled_pass, {**cfg.extra, **options})
     if log:
         log(f"lowering for target {tgt}")
-    return backend.build(g, params, tgt, config)
+    module = backend.build(g, params, tgt, config)
+    module.params.update({k: np.asarray(v) for k, v in defaults.items()})
+    module.input_names = [n for n in module.input_names if n not in defaults]
+    return module
