@@ -153,3 +153,25 @@ def test_the_executor_is_compiled_once_into_the_cache(artifact, tmp_path):
     entry.write_bytes(entry.read_bytes()[:100])  # damaged: recompiled, never loaded
     assert _modes(artifact, {"NNVM_CACHE_DIR": str(cache)})["auto"] == "c"
     assert entry.stat().st_size > 100
+
+
+def test_changed_params_are_rebound_on_the_next_run():
+    """``run`` checks one version number instead of every param: an item assigned, a
+    ``set_input`` of a weight and a replaced dict each take effect on the next run."""
+    rng = np.random.default_rng(4)
+    x = sym.Variable("x")
+    p = {"fc_weight": rng.standard_normal((4, 8)).astype("float32"),
+         "fc_bias": np.zeros(4, "float32")}
+    lib = nnvm.compiler.build(sym.dense(x, units=4, name="fc"), target="llvm",
+                              shape={"x": (2, 8)}, params=p)
+    xv = rng.standard_normal((2, 8)).astype("float32")
+    base = lib.run(x=xv)[0]
+    np.testing.assert_allclose(base, xv @ p["fc_weight"].T, rtol=1e-5, atol=1e-5)
+    lib.params["fc_bias"] = np.ones(4, "float32")
+    np.testing.assert_allclose(lib.run(x=xv)[0], base + 1, rtol=1e-5, atol=1e-5)
+    lib.set_input(fc_bias=np.full(4, 2, "float32"))
+    np.testing.assert_allclose(lib.run(x=xv)[0], base + 2, rtol=1e-5, atol=1e-5)
+    lib.params = {**lib.params, "fc_bias": np.full(4, 3, "float32")}
+    np.testing.assert_allclose(lib.run(x=xv)[0], base + 3, rtol=1e-5, atol=1e-5)
+    lib.params.update(fc_weight=2 * p["fc_weight"])
+    np.testing.assert_allclose(lib.run(x=xv)[0], 2 * base + 3, rtol=1e-5, atol=1e-5)

@@ -218,10 +218,7 @@ def export_c(module, path: str, cc: str | None = None) -> dict:
                                      fix="Build with target='llvm' or load an llvm artifact"))
     _check_exportable(module)
     with module._lock:  # the bound params and packed weights must not change under us
-        if module._params_dirty or any(module._bound_params.get(k) is not v
-                                       for k, v in module.params.items()):
-            module._bind_params()
-            module._params_dirty = False
+        module._sync_params()
         lay = _Layout(module)
         data_h, inputs, outputs = _data_header(module, lay)
         api_h = _api_header(module, lay, inputs, outputs)
