@@ -1,0 +1,50 @@
+"""Regressions for what the ONNX fuzzer (scripts/fuzz_onnx.py, issue 16) found: each was a raw
+exception out of ``nnvm.compiler.build`` for a model onnx.checker accepts, and each must now be
+an NNVMError naming the node, or simply work."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import nnvm
+from nnvm import sym
+from nnvm.errors import ShapeError
+
+
+@pytest.mark.parametrize("make,shape,got", [
+    # Resize scales of -1e30 (fuzzer case 2000180): OverflowError in memory planning
+    (lambda x: sym.resize(x, scales=(1.0, 1.0, -1e30, 1.0)), (1, 1, 2, 2), "-2000000000"),
+    # an empty tensor with a dim past int64 (case 8338: Resize scales (1e-40, 1e30, ...))
+    (lambda x: sym.broadcast_to(x, shape=(0, 1 << 62, 3)), (1, 1, 1), "4611686018427387904"),
+    # 2**42 elements from tile repeats
+    (lambda x: sym.tile(x, reps=(1 << 21, 1 << 21)), (1, 1), "(2097152, 2097152)"),
+])
+def test_impossible_output_shape_is_a_shape_error_naming_the_node(make, shape, got):
+    y = make(sym.Variable("x"))
+    with pytest.raises(ShapeError, match=r"node '\w+' \(op \w+\), output 'output': has an "
+                                         r"impossible shape") as info:
+        nnvm.compiler.build(y, target="reference", shape={"x": shape})
+    assert got in str(info.value)
+
+
+def test_cast_through_string_is_not_merged_and_builds():
+    """cast(cast(x, string), float32) (case 11013514): SimplifyAlgebra asked NumPy whether
+    float32 -> 'string' is lossless and got a TypeError; now it leaves text casts alone."""
+    x = sym.Variable("x")
+    y = sym.cast(sym.cast(x, dtype="string"), dtype="float32")
+    lib = nnvm.compiler.build(y, target="reference", shape={"x": (2,)}, dtype="float32",
+                              opt_level=3)
+    casts = [n for n in lib.graph.index.nodes if n.op is not None and n.op.name == "cast"]
+    assert len(casts) == 2
+
+
+def test_lossless_cast_chain_is_still_merged():
+    x = sym.Variable("x")
+    y = sym.cast(sym.cast(x, dtype="float64"), dtype="float16")
+    lib = nnvm.compiler.build(y, target="reference", shape={"x": (3,)}, dtype="float32",
+                              opt_level=3)
+    casts = [n for n in lib.graph.index.nodes if n.op is not None and n.op.name == "cast"]
+    assert len(casts) == 1
+    a = np.array([1.5, -2.25, 3.0], "float32")
+    np.testing.assert_array_equal(lib.run(x=a)[0], a.astype("float16"))
