@@ -28,23 +28,27 @@ def test_impossible_output_shape_is_a_shape_error_naming_the_node(make, shape, g
     assert got in str(info.value)
 
 
+def _build(y, shape):
+    return nnvm.compiler.build(y, target="reference", shape={"x": shape}, dtype="float32",
+                               opt_level=3)
+
+
+def _casts(lib) -> int:
+    return sum(n.op is not None and n.op.name == "cast" for n in lib.graph.index.nodes)
+
+
 def test_cast_through_string_is_not_merged_and_builds():
     """cast(cast(x, string), float32) (case 11013514): SimplifyAlgebra asked NumPy whether
     float32 -> 'string' is lossless and got a TypeError; now it leaves text casts alone."""
     x = sym.Variable("x")
     y = sym.cast(sym.cast(x, dtype="string"), dtype="float32")
-    lib = nnvm.compiler.build(y, target="reference", shape={"x": (2,)}, dtype="float32",
-                              opt_level=3)
-    casts = [n for n in lib.graph.index.nodes if n.op is not None and n.op.name == "cast"]
-    assert len(casts) == 2
+    assert _casts(_build(y, (2,))) == 2
 
 
 def test_lossless_cast_chain_is_still_merged():
     x = sym.Variable("x")
     y = sym.cast(sym.cast(x, dtype="float64"), dtype="float16")
-    lib = nnvm.compiler.build(y, target="reference", shape={"x": (3,)}, dtype="float32",
-                              opt_level=3)
-    casts = [n for n in lib.graph.index.nodes if n.op is not None and n.op.name == "cast"]
-    assert len(casts) == 1
+    lib = _build(y, (3,))
+    assert _casts(lib) == 1
     a = np.array([1.5, -2.25, 3.0], "float32")
     np.testing.assert_array_equal(lib.run(x=a)[0], a.astype("float16"))
