@@ -113,6 +113,7 @@ def surface_plugin():
     yield
     plugin_manager.get_plugin_manager().unregister(name="test-cli-surface")
     plugin_manager._infos.pop("test-cli-surface", None)
+    plugin_manager._unprobed.pop("test-cli-surface", None)  # probed lazily by plugins()
 
 
 def test_plugin_subcommands_refuse_abbreviations_and_take_debug(capsys, surface_plugin):

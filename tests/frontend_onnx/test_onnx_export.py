@@ -92,3 +92,13 @@ def test_cli_export_onnx_from_an_artifact_and_from_a_model(capsys, tmp_path):
     np.testing.assert_allclose(_run_exported(onnx.load(str(tmp_path / "a.onnx")), {"data": x})[0],
                                ort_run(onnx.load(onnx_path), {"data": x})[0], rtol=1e-5,
                                atol=1e-6)
+
+
+def test_inspect_onnx_writes_the_export_and_keeps_json_on_stdout(capsys, tmp_path):
+    import json
+
+    out = tmp_path / "i.onnx"
+    code, stdout, _ = run_cli(capsys, "inspect", os.path.join(MODELS, "digits_mlp.onnx"),
+                              "--shape", "data=1,64", "--json", "--onnx", out)
+    assert code == 0 and json.loads(stdout)["kind"] == "onnx"
+    onnx.checker.check_model(onnx.load(str(out)), full_check=True)

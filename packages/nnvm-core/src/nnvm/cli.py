@@ -486,6 +486,8 @@ def cmd_inspect(args) -> int:
     info["ops"] = _op_histogram(graph)
     if args.dot or args.svg:
         _write_pictures(graph, params, path, args.dot, args.svg)
+    if args.onnx:
+        _export_onnx_through_plugin(args)
     info["ir"] = graph.ir(join_entry_attrs=[k for k in ("shape", "dtype")
                                             if graph.attrs.get(k) is not None])
     if args.json:
@@ -493,6 +495,24 @@ def cmd_inspect(args) -> int:
         return 0
     _print_inspect(info)
     return 0
+
+
+def _export_onnx_through_plugin(args) -> None:
+    """``inspect --onnx``: run the ``export-onnx`` command a plugin adds (nnvm-frontend-onnx;
+    core cannot import onnx) with this command's model, shapes, dtypes and params."""
+    argv = ["export-onnx", args.model, "-o", args.onnx, "-q"]
+    for flag in ("shape", "dtype"):
+        for item in getattr(args, flag) or ():
+            argv += [f"--{flag}", item]
+    if args.params:
+        argv += ["--params", args.params]
+    parser = build_parser()
+    if "export-onnx" not in parser.commands:
+        raise CLIError(format_error("inspect --onnx", "no installed plugin exports ONNX",
+                                    fix="pip install nnvm-frontend-onnx adds it"))
+    sub = parser.parse_args(argv)
+    with contextlib.redirect_stdout(sys.stderr):  # stdout stays inspect's own (--json)
+        sub.func(sub)
 
 
 def _fused_for_picture(graph):
@@ -854,7 +874,8 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog="examples:\n  nnvm inspect model.nnvm\n"
                               "  nnvm inspect model.onnx --shape x=1,3,224,224 --json\n"
                               "  nnvm inspect net.json --params net.params\n"
-                              "  nnvm inspect model.nnvm --dot model.dot --svg model.svg")
+                              "  nnvm inspect model.nnvm --dot model.dot --svg model.svg\n"
+                              "  nnvm inspect model.nnvm --onnx model.optimized.onnx")
     p.add_argument("model", help=".nnvm, graph .json or .onnx")
     p.add_argument("--shape", action="append", metavar="NAME=D1,D2,...",
                    help="input shape for .json/.onnx, repeatable")
@@ -866,6 +887,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "shapes and dtypes on the edges")
     p.add_argument("--svg", metavar="OUT.svg",
                    help="also render the graph to SVG (needs Graphviz's 'dot' on PATH)")
+    p.add_argument("--onnx", metavar="OUT.onnx",
+                   help="also write the optimised graph as ONNX for Netron (the export-onnx "
+                        "command of nnvm-frontend-onnx)")
     p.set_defaults(func=cmd_inspect)
 
     from .cli_sign import add_commands as add_signing_commands
@@ -912,6 +936,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .plugin_manager import get_plugin_manager
 
     get_plugin_manager().hook.nnvm_add_cli_commands(subparsers=sub)
+    parser.commands = sub.choices  # type: ignore[attr-defined]  # name -> subparser
     for p in sub.choices.values():  # plugins' subcommands too (argparse reads it at parse)
         p.allow_abbrev = False
         for flags, kw in _GLOBAL_FLAGS:
