@@ -118,3 +118,15 @@ def scaler_linear(features: int = 4):
                                                     helper.make_opsetid("ai.onnx.ml", 3)])
     model.ir_version = 8
     return model
+
+
+def pooled_sequence(features: int = 4):
+    """``x: (N, T, features)`` -> mean over the tokens -> MatMul: a batch ``N`` and a
+    sequence length ``T``, both symbolic."""
+    rng = np.random.default_rng(7)
+    nodes = [helper.make_node("ReduceMean", ["x"], ["pooled"], axes=[1], keepdims=0),
+             helper.make_node("MatMul", ["pooled", "w"], ["y"])]
+    inits = [tensor("w", rng.standard_normal((features, 3)).astype("float32"))]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", "T", features])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])
+    return make_model(nodes, [x], [y], inits, name="pooled_sequence", opset=17)

@@ -16,7 +16,8 @@ pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper  # noqa: E402
 
 import nnvm  # noqa: E402
-from dynamic_models import scaler_linear, small_cnn, tiny_lstm, tiny_transformer  # noqa: E402
+from dynamic_models import (  # noqa: E402
+    pooled_sequence, scaler_linear, small_cnn, tiny_lstm, tiny_transformer)
 from onnx_test_helpers import make_model, ort_run, tensor  # noqa: E402
 
 MODELS = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "models")
@@ -113,6 +114,23 @@ def test_build_with_a_named_batch_on_the_original_api():
     assert lib.runs == 9
     with pytest.raises(nnvm.NNVMError, match="wrong shape"):
         lib.run(data=np.zeros((2, 63), "float32"))
+
+
+def test_a_second_symbolic_dimension_builds_once_per_value_and_splits_the_batch(tmp_path):
+    """``(N, T, 4)``: one build per sequence length ``T``, every batch size ``N`` split."""
+    model = pooled_sequence()
+    sess = nnvm.InferenceSession(model.SerializeToString(), target="reference",
+                                 cache_dir=str(tmp_path))
+    for n, t in ((1, 5), (3, 5), (8, 5), (3, 7), (2, 7)):
+        x = np.random.default_rng(n * t).standard_normal((n, t, 4), "float32")
+        _check(sess.run(None, {"x": x}), ort_run(model, {"x": x}))
+    assert sess.builds == 2
+    graph, params = nnvm.frontend.from_onnx(model, shape={"x": (2, 5, 4)})
+    lib = nnvm.compiler.build(graph, "reference", shape={"x": ("N", "T", 4)}, params=params)
+    for n, t in ((3, 6), (2, 6), (3, 5)):  # the same from build(): one build per T
+        x = np.random.default_rng(n + t).standard_normal((n, t, 4), "float32")
+        _check(lib.run(x=x), ort_run(model, {"x": x}))
+    assert lib.builds == 2
 
 
 def _sum_over_batch():

@@ -11,8 +11,9 @@ A model whose inputs share one symbolic dimension (a batch ``N``, declared by th
 named in ``shape=``) is compiled once, for ``batch_bucket`` samples, when its samples are
 independent (``nnvm.compiler.batch_axis`` proves it; the proof is cached beside the
 artifact), and every batch size runs by splitting the feed into runs of that size
-(``nnvm.runtime.batching``): no recompilation for a new batch size. A model whose batch
-cannot be split (or with several symbolic dimensions) is compiled on first use for each
+(``nnvm.runtime.batching``): no recompilation for a new batch size. Other symbolic
+dimensions (a sequence length beside the batch) are compiled once per value, each build
+splitting the batch. A model whose batch cannot be split is compiled on first use for each
 shape fed, one cached module per shape signature, and the reason is logged once.
 """
 
@@ -77,6 +78,7 @@ class InferenceSession:
                  batch_bucket: int = 1):
         self._lock = threading.Lock()
         self._modules: dict[tuple, Any] = {}
+        self._by_value: dict[tuple, Any] = {}
         data, path = self._read(model)
         self._artifact = data[:2] == b"PK"
         if self._artifact:
@@ -123,7 +125,7 @@ class InferenceSession:
                 fix=f"Feed exactly {names}" + (f"; unknown: {unknown}" if unknown else "")))
         feed = {n: as_host_array(v, f"InferenceSession.run: input '{n}'")
                 for n, v in input_feed.items()}
-        module = self._fixed or self._module({n: feed[n].shape for n in names})
+        module = self._fixed or self._for_feed({n: feed[n].shape for n in names})
         outs = dict(zip(module.output_names, module.run(**feed)))
         wanted = list(output_names) if output_names else list(module.output_names)
         self._check_output_names(wanted, module.output_names, "InferenceSession.run")
@@ -170,14 +172,21 @@ class InferenceSession:
         a symbolic-batch model that splits its batch stays at one whatever the batch fed."""
         return len(self._modules)
 
-    def _any_batch(self):
-        """The batch-splitting module for the symbolic inputs, or None (compile per shape)."""
+    def _any_batch(self, shape: dict | None = None):
+        """The batch-splitting module for the symbolic inputs, or None: compile per shape,
+        or, when there are other symbolic dimensions too (``(batch, sequence)``), one
+        batch-splitting module per value of those (``_for_feed``)."""
         from .compiler.batch_axis import BatchPlan
-        from .compiler.symbolic_batch import concrete, plan_batch
+        from .compiler.symbolic_batch import concrete, plan_batch, split_names
         from .runtime.batching import BatchedModule
 
-        shape = {a.name: tuple(d if isinstance(d, int) else (d or f"?{a.name}.{k}")
-                               for k, d in enumerate(a.shape)) for a in self._inputs}
+        if shape is None:
+            shape = self._symbolic = {
+                a.name: tuple(d if isinstance(d, int) else (d or f"?{a.name}.{k}")
+                              for k, d in enumerate(a.shape)) for a in self._inputs}
+            self._others = split_names(shape)[1]
+            if self._others:
+                return None
         name, plan = self._cached_plan(shape)
         if plan is None:
             name, plan = plan_batch(self._import, shape)
@@ -187,6 +196,19 @@ class InferenceSession:
             return None
         module = self._module(concrete(shape, self._bucket))
         return BatchedModule(module, plan, self._bucket, name)
+
+    def _for_feed(self, shapes: dict):
+        """The module for a feed when no one module runs every shape: per value of the
+        non-batch symbolic dimensions a batch-splitting module, else one per shape."""
+        from .compiler.symbolic_batch import resolve, values_of
+
+        if not getattr(self, "_others", None):
+            return self._module(shapes)
+        values = values_of(self._symbolic, shapes, self._others)
+        key = tuple(sorted(values.items()))
+        if key not in self._by_value:  # (two threads may both build it: the same module)
+            self._by_value[key] = self._any_batch(resolve(self._symbolic, values)) or False
+        return self._by_value[key] or self._module(shapes)
 
     def _plan_path(self, shape: dict) -> str | None:
         if self._cache is None:

@@ -2,7 +2,9 @@
 
 One build, at ``bucket`` samples, when ``nnvm.compiler.batch_axis`` proves the samples
 independent (see there for why this design rather than symbolic shapes in the generated
-code); otherwise one build per batch size, said once in the ``nnvm.compiler`` log. Used by
+code); otherwise one build per batch size, said once in the ``nnvm.compiler`` log. With
+several symbolic dimensions, the one most inputs share is the batch and the others (a
+sequence length) are compiled once per value, each of those builds splitting the batch. Used by
 ``nnvm.compiler.build``, ``nnvm.InferenceSession`` and the ``onnx.backend`` adapter, which
 differ only in how they get a graph for a given concrete shape (``import_at``): the same
 graph re-inferred, or the ONNX model re-imported, which folds its shape subgraphs.
@@ -57,6 +59,44 @@ def batch_dimension(shape: Mapping) -> tuple[str, dict[str, int]] | str:
     return names.pop(), axes
 
 
+def split_names(shape: Mapping) -> tuple[str | None, list[str]]:
+    """``(batch, others)``: the symbolic dimension used by the most inputs (the first seen on
+    a tie) is the batch; the others (a sequence length...) are compiled once per value.
+    E.g. a VAD's ``input: (batch, sequence)`` and ``state: (2, batch, 128)``."""
+    counts: dict[str, int] = {}
+    for dims in shape.values():
+        for name in dict.fromkeys(str(d) for d in dims if not _is_int(d)):
+            counts[name] = counts.get(name, 0) + 1
+    if not counts:
+        return None, []
+    batch = max(counts, key=lambda n: counts[n])  # max keeps the first of equal counts
+    return batch, [n for n in counts if n != batch]
+
+
+def resolve(shape: Mapping, values: Mapping[str, int]) -> dict[str, tuple]:
+    """``shape`` with the symbolic dimensions named in ``values`` set to those values."""
+    return {k: tuple(values.get(str(d), d) if not _is_int(d) else int(d) for d in dims)
+            for k, dims in shape.items()}
+
+
+def values_of(shape: Mapping, fed: Mapping[str, tuple], names) -> dict[str, int]:
+    """The value each symbolic dimension in ``names`` takes in the ``fed`` input shapes."""
+    from ..errors import ExecutionError
+
+    values: dict[str, int] = {}
+    for k, dims in shape.items():
+        if k not in fed:
+            continue
+        for axis, d in enumerate(dims):
+            if str(d) in names and not _is_int(d) and axis < len(fed[k]):
+                got = int(fed[k][axis])
+                if values.setdefault(str(d), got) != got:
+                    raise ExecutionError(format_error(
+                        "run", f"symbolic dimension '{d}' has two values in one feed",
+                        values[str(d)], got, fix=f"Feed the same '{d}' to every input"))
+    return values
+
+
 def concrete(shape: Mapping, n: int) -> dict[str, tuple]:
     """``shape`` with every symbolic dimension set to ``n``."""
     return {k: tuple(int(d) if _is_int(d) else n for d in dims) for k, dims in shape.items()}
@@ -104,10 +144,20 @@ def build_any_batch(import_at: ImportAt, build_at: BuildAt, shape: Mapping, *,
     at ``bucket`` samples) or, when the samples are not independent, a ``PerShapeModule``
     (one build per batch size; the reason is logged once at WARNING).
     """
-    from ..runtime.batching import BatchedModule, PerShapeModule
+    from ..runtime.batching import BatchedModule
 
     if int(bucket) < 1:
         raise NNVMError(format_error(where, "batch_bucket must be at least 1", ">= 1", bucket))
+    batch, others = split_names(shape)
+    if others:  # one batch-splitting module per value of the other symbolic dimensions
+        logger.info("%s: symbolic %s compiled once per value; batch '%s' split at run time",
+                    where, others, batch)
+
+        def build_per_value(fed: dict):
+            return build_any_batch(import_at, build_at, resolve(shape, values_of(
+                shape, fed, others)), target=target, bucket=bucket, dtype=dtype, where=where)
+        return _per_shape(import_at, shape, dtype, target, build_per_value,
+                          key_of=lambda fed: tuple(sorted(values_of(shape, fed, others).items())))
     name, plan = plan_batch(import_at, shape, dtype)
     if isinstance(plan, BatchPlan):
         shapes = concrete(shape, int(bucket))
@@ -122,10 +172,18 @@ def build_any_batch(import_at: ImportAt, build_at: BuildAt, shape: Mapping, *,
     def build_for(shapes: dict):
         graph, params = import_at(shapes)
         return build_at(graph, params, shapes)
+    return _per_shape(import_at, shape, dtype, target, build_for)
+
+
+def _per_shape(import_at: ImportAt, shape: Mapping, dtype: Any, target: str,
+               build_for: Callable[[dict], Any], key_of: Callable | None = None):
+    """A ``PerShapeModule`` described by the graph at the first probe size."""
+    from ..runtime.batching import PerShapeModule
+
     probe = concrete(shape, PROBES[0])
     graph, params = import_at(probe)
     graph = infer(graph, {k: v for k, v in probe.items() if k in graph.index.input_names},
                   params, dtype)
     return PerShapeModule(graph, params, target, build_for,
-                          {k: tuple(v) for k, v in shape.items()})
+                          {k: tuple(v) for k, v in shape.items()}, key_of=key_of)
 

@@ -116,15 +116,18 @@ def _chunk(arr: np.ndarray, axis: int, start: int, count: int, bucket: int) -> n
 
 
 class PerShapeModule(Module):
-    """The fallback for graphs that cannot be split along the batch: one build per input
-    shape signature, each kept (``builds`` counts them)."""
+    """One build per input shape signature, each kept (``builds`` counts them): the fallback
+    for graphs that cannot be split along the batch, and, with ``key_of`` (the values of the
+    other symbolic dimensions), one batch-splitting module per sequence length or image
+    size."""
 
     _reentrant = True
 
     def __init__(self, graph, params: dict, target: str, build_for: Callable[[dict], Module],
-                 symbolic: dict[str, tuple]):
+                 symbolic: dict[str, tuple], key_of: Callable[[dict], tuple] | None = None):
         super().__init__(graph, params, target)
         self._build_for = build_for
+        self._key_of = key_of or (lambda shapes: tuple(sorted(shapes.items())))
         self._built: dict[tuple, Module] = {}
         self._build_lock = threading.Lock()
         self.input_shapes = {n: symbolic.get(n, s) for n, s in self.input_shapes.items()}
@@ -135,7 +138,7 @@ class PerShapeModule(Module):
         return BatchedModule._shape_fits(self, name, shape)  # type: ignore[arg-type]
 
     def module_for(self, shapes: dict[str, tuple]) -> Module:
-        key = tuple(sorted(shapes.items()))
+        key = self._key_of(shapes)
         with self._build_lock:
             if key not in self._built:
                 self._built[key] = self._build_for(dict(shapes))
