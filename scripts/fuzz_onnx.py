@@ -224,7 +224,9 @@ class Stats:
 
 class _Pool:
     """Forked workers, one case each at a time: a worker that dies is replaced, one that
-    takes longer than KILL_AFTER_S is killed (a hang inside C code that SIGALRM cannot stop)."""
+    executes a case for longer than KILL_AFTER_S is killed (a hang inside C code that SIGALRM
+    cannot stop). A killed case runs once more in a fresh worker before it counts as a hang,
+    so that a loaded machine starving a worker is not reported as nnvm hanging."""
 
     def __init__(self, workers: int, record, onnx_crash) -> None:
         import multiprocessing as mp
@@ -233,6 +235,8 @@ class _Pool:
         self.record, self.onnx_crash = record, onnx_crash
         self.busy: dict = {}  # pipe -> [process, case seed, started, executing?]
         self.idle = [self._spawn() for _ in range(max(1, workers))]
+        self.retry: list = []  # cases killed once, to run again
+        self.killed: set = set()
 
     def _spawn(self):
         parent, child = self.ctx.Pipe()
@@ -246,14 +250,17 @@ class _Pool:
         conn.send(cs)
         self.busy[conn] = [proc, cs, time.time(), False]
 
-    def _lost(self, conn, why: str) -> None:
+    def _lost(self, conn, why: str, timeout: bool = False) -> None:
         proc, cs, _t, executing = self.busy.pop(conn)
         proc.kill()
         proc.join()
-        if executing:
-            self.record(cs, "import", "finding", why, "crash or hang")
-        else:
+        if not executing:
             self.onnx_crash(cs)
+        elif timeout and cs not in self.killed:
+            self.killed.add(cs)
+            self.retry.append(cs)
+        else:
+            self.record(cs, "import", "finding", why, "crash or hang")
         self.idle.append(self._spawn())
 
     def poll(self) -> None:
@@ -264,15 +271,16 @@ class _Pool:
             except (EOFError, OSError):
                 self._lost(conn, f"worker died (exit code {self.busy[conn][0].exitcode})")
                 continue
-            if msg[0] == "made":
-                self.busy[conn][3] = True
+            if msg[0] == "made":  # the execution's own clock starts now
+                self.busy[conn][2:] = [time.time(), True]
                 continue
             proc, cs, _t, _x = self.busy.pop(conn)
             self.record(cs, *msg[1:])
             self.idle.append((conn, proc))
         for conn, (proc, cs, t0, _x) in list(self.busy.items()):
             if time.time() - t0 > KILL_AFTER_S:
-                self._lost(conn, f"no result within {KILL_AFTER_S}s (worker killed)")
+                self._lost(conn, f"no result within {KILL_AFTER_S}s, twice (worker killed)",
+                           timeout=True)
 
     def close(self) -> None:
         for conn, proc in self.idle:
@@ -310,11 +318,13 @@ def fuzz(cases: int, seed: int = 0, workers: int = 2, time_budget_s: float | Non
     start, i = time.time(), 0
     try:
         while True:
+            while pool.idle and pool.retry:
+                pool.submit(pool.retry.pop())
             while pool.idle and i < cases and (time_budget_s is None
                                                or time.time() - start < time_budget_s):
                 pool.submit(case_seed(seed, i))
                 i += 1
-            if not pool.busy:
+            if not pool.busy and not pool.retry:
                 break
             pool.poll()
     finally:

@@ -137,8 +137,9 @@ def mut_attribute(m, feed, rnd, pool) -> bool:
     elif a.type == a.TENSOR:
         arr = numpy_helper.to_array(a.t).copy()
         if arr.dtype.kind in "iu" and arr.size:
-            flat = arr.reshape(-1)
-            flat[rnd.randrange(flat.size)] += rnd.choice([-1, 1])
+            flat, info = arr.reshape(-1), np.iinfo(arr.dtype)
+            i = rnd.randrange(flat.size)
+            flat[i] = min(max(int(flat[i]) + rnd.choice([-1, 1]), info.min), info.max)
         elif arr.dtype.kind == "f" and arr.size:
             arr = arr * arr.dtype.type(rnd.choice([0.5, -1.0, 0.0, 1e3]))
         elif arr.dtype.kind in "iuf":
