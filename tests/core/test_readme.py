@@ -122,6 +122,8 @@ def test_docs_name_only_files_that_exist(doc):
              "nnvm_llvm": "packages/nnvm-backend-llvm/src",
              "nnvm_opencl": "packages/nnvm-backend-opencl/src",
              "nnvm_cuda": "packages/nnvm-backend-cuda/src",
+             "nnvm_codegen_c": "packages/nnvm-codegen-c/src",
+             "nnvm_ray": "packages/nnvm-ray/src",
              "nnvm_example": "examples/nnvm-example-plugin/src"}
     missing = [p for p in paths
                if not os.path.exists(os.path.join(ROOT, roots[p.split("/")[0]], p))]
