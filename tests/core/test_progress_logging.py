@@ -36,23 +36,24 @@ def _restore_logging():
     progress.set_enabled(None)
 
 
-def _compile(capsys, tmp_path, graph_json, *flags):
+def _compile(capsys, tmp_path, graph_json, flag=None, where="before"):
     model, params = graph_json
-    return run_cli(capsys, *flags[:1], "compile", model, "--params", params, "--shape",
-                   "data=1,64", "--target", "reference", "-o", tmp_path / "m.nnvm", *flags[1:])
+    argv = ["compile", model, "--params", params, "--shape", "data=1,64", "--target",
+            "reference", "-o", tmp_path / "m.nnvm"]
+    if flag:
+        argv = [flag, *argv] if where == "before" else [*argv, flag]
+    return run_cli(capsys, *argv)
 
 
 @pytest.mark.parametrize("where", ["before", "after"])
 def test_quiet_and_verbose_work_before_or_after_the_subcommand(capsys, tmp_path, graph_json,
                                                                where):
-    def flags(f):
-        return (f, ) if where == "before" else ("", f)
-    code, out, err = _compile(capsys, tmp_path, graph_json, *[f for f in flags("-q") if f])
+    code, out, err = _compile(capsys, tmp_path, graph_json, "-q", where)
     assert code == 0 and "wrote" in out and err == ""
     code, _, default = _compile(capsys, tmp_path, graph_json)
     assert code == 0 and "compiling for target reference" in default
     assert "done in" not in default  # DEBUG lines only with -v
-    code, _, verbose = _compile(capsys, tmp_path, graph_json, *[f for f in flags("-v") if f])
+    code, _, verbose = _compile(capsys, tmp_path, graph_json, "--verbose", where)
     assert code == 0 and "InferShape" in verbose and "done in" in verbose
 
 
