@@ -33,3 +33,14 @@ def direct(artifact: str, x: np.ndarray) -> np.ndarray:
     module = nnvm.runtime.load(artifact)
     assert len(x) % BATCH == 0
     return np.concatenate([module.run(x=x[i:i + BATCH])[0] for i in range(0, len(x), BATCH)])
+
+
+def llvm_reason() -> str | None:
+    """Why the llvm target cannot build here (None if it can)."""
+    from nnvm.backend import build_reason, get_backend
+    from nnvm.errors import BackendUnavailableError
+
+    try:
+        return build_reason(get_backend("llvm", require_available=False))
+    except BackendUnavailableError as exc:
+        return str(exc)

@@ -10,7 +10,7 @@ import signal
 import numpy as np
 import pytest
 from nnvm import NNVMError
-from ray_helpers import BATCH, FEATURES, direct
+from ray_helpers import BATCH, FEATURES, build_mlp, direct, llvm_reason
 
 pytestmark = pytest.mark.slow
 
@@ -34,6 +34,22 @@ def test_64_groups_equal_the_artifact_run_directly(ray_local, mlp_artifact, shar
     assert sorted(rows[0]) == ["id", "prob_output"]  # inputs replaced by outputs, ids kept
     assert sorted(r["id"] for r in rows) == list(range(len(x)))
     assert np.array_equal(_by_id(rows, "prob_output"), direct(mlp_artifact, x))
+
+
+@pytest.mark.llvm
+@pytest.mark.skipif(llvm_reason() is not None, reason=f"llvm unavailable: {llvm_reason()}")
+def test_an_llvm_artifact_runs_in_the_actors_equal_to_direct(ray_local, tmp_path, rng):
+    """Native code through Ray: each actor maps the artifact's library from the bytes it
+    fetched, with one kernel thread (the one CPU Ray gave it)."""
+    import nnvm_ray
+
+    path = str(tmp_path / "mlp-llvm.nnvm")
+    build_mlp("llvm").export(path)
+    assert nnvm_ray.ArtifactRunner(path, num_threads=1).module.num_threads == 1
+    x = rng.standard_normal((16 * BATCH, FEATURES)).astype("float32")
+    rows = nnvm_ray.map_batches(_dataset(ray_local, x), path, batch_size=16,
+                                concurrency=2).take_all()
+    assert np.array_equal(_by_id(rows, "prob_output"), direct(path, x))
 
 
 def test_a_killed_actor_is_replaced_and_every_row_comes_once(ray_local, mlp_artifact, rng):
