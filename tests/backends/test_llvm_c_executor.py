@@ -175,3 +175,29 @@ def test_changed_params_are_rebound_on_the_next_run():
     np.testing.assert_allclose(lib.run(x=xv)[0], base + 3, rtol=1e-5, atol=1e-5)
     lib.params.update(fc_weight=2 * p["fc_weight"])
     np.testing.assert_allclose(lib.run(x=xv)[0], 2 * base + 3, rtol=1e-5, atol=1e-5)
+
+
+def test_an_entry_in_a_folder_of_another_user_is_never_loaded(artifact, tmp_path):
+    """Whoever can write the cached executor chooses the code ``run`` executes: a
+    ``runtime/`` folder owned by another user is not read (the executor is compiled
+    afresh), even when its entry is well-formed."""
+    from nnvm_llvm.compiler import cache as kcache
+    from nnvm_llvm.runtime import c_executor
+
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        pytest.skip("needs root to hand a folder to another user")
+    if c_executor.compiler() is None:
+        pytest.skip("no C compiler (cc) on PATH")
+    cache = tmp_path / "cache"
+    assert _modes(artifact, {"NNVM_CACHE_DIR": str(cache)})["auto"] == "c"
+    (entry,) = (cache / "runtime").glob("c-executor-*.entry")
+    marker, evil_c = tmp_path / "marker", tmp_path / "evil.c"
+    evil_c.write_text('#include <stdio.h>\n__attribute__((constructor)) static void evil(void)'
+                      f' {{ FILE *f = fopen("{marker}", "w"); if (f) fclose(f); }}\n')
+    subprocess.run([c_executor.compiler(), "-shared", "-fPIC", "-o", str(tmp_path / "evil.so"),
+                    str(evil_c)], check=True)
+    key = entry.name[:-len(kcache.ENTRY_SUFFIX)]
+    entry.write_bytes(kcache.encode_entry(key, (tmp_path / "evil.so").read_bytes()))
+    os.chown(cache / "runtime", 65534, 65534)
+    assert _modes(artifact, {"NNVM_CACHE_DIR": str(cache)})["auto"] == "c"
+    assert not marker.exists()

@@ -33,6 +33,7 @@ _SOURCE = os.path.join(_HERE, "c_executor.c")
 _DEPLOY = os.path.join(os.path.dirname(_HERE), "deploy")
 _HEADER = os.path.join(_DEPLOY, "nnvm_executor.h")
 _MODES = ("auto", "c", "python")
+_FUNCTIONS = ("nnvm_exec_create", "nnvm_exec_run", "nnvm_exec_failed_step", "nnvm_exec_destroy")
 
 _lock = threading.Lock()
 _state: dict = {}  # "lib": loaded tvm_ffi module, or "reason": why it cannot be had
@@ -110,9 +111,12 @@ def library():
             tvm_ffi = _ffi()
             if "so" not in _state:
                 _state["so"] = _compiled(tvm_ffi)
-            _state["lib"] = load_library(_state["so"], kind="executor")
+            lib = load_library(_state["so"], kind="executor")
+            for name in _FUNCTIONS:
+                lib[name]  # noqa: B018 - raises AttributeError when it is not our library
+            _state["lib"] = lib
             _state.pop("reason", None)
-        except (NNVMError, OSError) as exc:
+        except (NNVMError, OSError, AttributeError) as exc:
             _state["reason"] = str(exc).strip().splitlines()[-1]
         return _state.get("lib")
 
@@ -127,8 +131,12 @@ def _compiled(tvm_ffi) -> bytes:
 
     key = _cache_key(tvm_ffi)
     d = cache.cache_dir()
-    folder = os.path.join(d, "runtime") if d else None
-    path = os.path.join(folder, key + cache.ENTRY_SUFFIX) if folder else None
+    path = None
+    try:  # native code is read only from a folder of ours that nobody else can write
+        if d is not None and cache._private_dir(os.path.join(d, "runtime"), tighten=True):
+            path = os.path.join(d, "runtime", key + cache.ENTRY_SUFFIX)
+    except OSError:
+        pass
     if path is not None:
         try:
             with open(path, "rb") as f:
@@ -136,10 +144,9 @@ def _compiled(tvm_ffi) -> bytes:
         except (OSError, ValueError):
             pass  # missing or damaged: compile again and replace it
     so = _compile(tvm_ffi)
-    if folder is not None:
+    if path is not None:
         try:
-            if cache._private_dir(folder, tighten=True):
-                cache._write_atomic(path, cache.encode_entry(key, so))
+            cache._write_atomic(path, cache.encode_entry(key, so))
         except OSError:
             pass  # the disk cache is best effort
     return so
