@@ -246,6 +246,11 @@ def sklearn_model(kind: str, out: str):
     if hasattr(est, "predict_proba") or hasattr(est, "classes_"):
         opts = {id(est): {"zipmap": zipmap}} if not zipmap else None
     onx = to_onnx(est, X[:1], target_opset={"": OPSET, "ai.onnx.ml": 3}, options=opts)
+    # skl2onnx lists opset_import in set order, which str hashing (PYTHONHASHSEED) decides:
+    # sorted, the bytes are the same in every process
+    imports = sorted(onx.opset_import, key=lambda o: (o.domain, o.version))
+    del onx.opset_import[:]
+    onx.opset_import.extend(imports)
     with open(out, "wb") as f:
         f.write(onx.SerializeToString())
     return {"exporter": "skl2onnx", "skl2onnx": skl2onnx.__version__,
