@@ -78,3 +78,15 @@ def test_slices_away_from_the_batch_split_and_a_reversed_batch_does_not(caplog):
                      {"x": ("N", 4)})
     assert isinstance(rev, PerShapeModule) and "strides along the batch axis" in caplog.text
     np.testing.assert_array_equal(rev.run(x=_x(3, 4))[0], _x(3, 4)[::-1])
+
+
+def test_threads_with_different_batch_sizes_each_get_their_own_outputs():
+    from concurrent.futures import ThreadPoolExecutor
+
+    x = sym.Variable("x")
+    lib = _build(sym.relu(x) * 2.0, {"x": ("N", 3)}, batch_bucket=2)
+    sizes = [1, 2, 3, 5, 8] * 8
+    with ThreadPoolExecutor(4) as pool:
+        outs = list(pool.map(lambda n: lib.run(x=_x(n, 3))[0], sizes))
+    for n, out in zip(sizes, outs):
+        np.testing.assert_array_equal(out, np.maximum(_x(n, 3), 0) * 2.0)

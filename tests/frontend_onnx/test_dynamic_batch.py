@@ -162,3 +162,14 @@ def test_cached_plan_skips_the_analysis_in_the_next_session(tmp_path, monkeypatc
     monkeypatch.setattr(sb, "plan_batch", lambda *a, **k: pytest.fail("re-analysed"))
     sess = nnvm.InferenceSession(model, target="reference", cache_dir=str(tmp_path))
     assert sess.run(None, {"x": np.ones((2, 3, 8, 8), "float32")})[0].shape == (2, 5)
+
+
+def test_onnx_backend_builds_once_per_sequence_length_and_splits_the_batch():
+    from nnvm_onnx import backend
+
+    model = pooled_sequence()
+    rep = backend.prepare(model, target="reference")
+    for n, t in ((1, 5), (4, 5), (2, 6)):
+        x = np.random.default_rng(n + t).standard_normal((n, t, 4), "float32")
+        _check(list(rep.run([x])), ort_run(model, {"x": x}))
+    assert rep.builds == 2

@@ -28,7 +28,8 @@ from onnx.backend.base import Backend as _OnnxBackend
 from onnx.backend.base import BackendRep
 
 from nnvm.compiler.batch_axis import BatchPlan
-from nnvm.compiler.symbolic_batch import concrete, is_symbolic, plan_batch
+from nnvm.compiler.symbolic_batch import concrete, is_symbolic, plan_batch, resolve, \
+    split_names, values_of
 from nnvm.errors import NNVMError, format_error
 from nnvm.runtime.batching import BatchedModule
 
@@ -72,8 +73,8 @@ class NNVMBackendRep(BackendRep):
         self.input_names = [i.name for i in model.graph.input if i.name not in inits]
         self._cache: dict[Any, tuple] = {}
         self._frozen: set[str] = set()
-        #: the batch-splitting module (None: not tried yet, False: not applicable)
-        self._any_batch: Any = None
+        #: batch-splitting modules per value of the other symbolic dims (False: not applicable)
+        self._any_batch: dict[tuple, Any] = {}
         self.builds = 0
         if shape and is_symbolic(shape):
             self._batched(dict(shape), self._declared_dtypes(dtype))
@@ -141,39 +142,48 @@ class NNVMBackendRep(BackendRep):
                                    for k, d in enumerate(tt.shape.dim))
         return shapes
 
-    def _batched(self, shape: dict | None, dtypes: dict):
+    def _batched(self, shape: dict | None, dtypes: dict, fed: dict | None = None):
         """The module that runs every batch size of a model with a symbolic batch, built
-        once; None when the model has none or its samples are not independent."""
-        if self._any_batch is None:
-            self._any_batch = False
-            if shape and is_symbolic(shape):
-                import nnvm
+        once (once per value of other symbolic dims, a sequence length, taken from ``fed``
+        shapes); None when the model has none or its samples are not independent."""
+        if not shape or not is_symbolic(shape):
+            return None
+        others = split_names(shape)[1]
+        key: tuple = ()
+        if others:
+            if fed is None:
+                return None
+            values = values_of(shape, fed, others)
+            shape, key = resolve(shape, values), tuple(sorted(values.items()))
+        if key not in self._any_batch:
+            self._any_batch[key] = False  # tried: a failure is not retried every run
+            try:
+                self._any_batch[key] = self._build_batched(shape, dtypes)
+            except (NNVMError, NeedsConstantError) as exc:
+                logger.warning("onnx backend: one build per input shape: %s",
+                               str(exc).splitlines()[0])
+        return self._any_batch[key] or None
 
-                def import_at(shapes):
-                    from .importer import import_model
-                    return import_model(self.model, shape=shapes, dtype=dtypes, check=False,
-                                        static_shapes=True)
+    def _build_batched(self, shape: dict, dtypes: dict):
+        import nnvm
 
-                def build_at(graph, params, shapes):
-                    self.builds += 1
-                    if graph.attrs.get("onnx_output_structure"):
-                        raise NNVMError("sequence outputs are not split along a batch")
-                    return nnvm.compiler.build(graph, target=self.target, shape=shapes,
-                                               dtype=dtypes, params=params,
-                                               opt_level=self.opt_level, **self.options)
-                try:
-                    name, plan = plan_batch(import_at, shape, dtypes)
-                    if isinstance(plan, BatchPlan):
-                        graph, params = import_at(concrete(shape, self.bucket))
-                        self._any_batch = BatchedModule(
-                            build_at(graph, params, concrete(shape, self.bucket)), plan,
-                            self.bucket, name)
-                    else:
-                        logger.warning("onnx backend: one build per input shape: %s", plan)
-                except (NNVMError, NeedsConstantError) as exc:
-                    logger.warning("onnx backend: one build per input shape: %s",
-                                   str(exc).splitlines()[0])
-        return self._any_batch or None
+        from .importer import import_model
+
+        def import_at(shapes):
+            return import_model(self.model, shape=shapes, dtype=dtypes, check=False,
+                                static_shapes=True)
+        name, plan = plan_batch(import_at, shape, dtypes)
+        if not isinstance(plan, BatchPlan):
+            logger.warning("onnx backend: one build per input shape: %s", plan)
+            return False
+        shapes = concrete(shape, self.bucket)
+        graph, params = import_at(shapes)
+        if graph.attrs.get("onnx_output_structure"):
+            raise NNVMError("onnx backend: sequence outputs are not split along a batch")
+        self.builds += 1
+        module = nnvm.compiler.build(graph, target=self.target, shape=shapes, dtype=dtypes,
+                                     params=params, opt_level=self.opt_level, **self.options)
+        return BatchedModule(module, plan, self.bucket, name)
 
     def run(self, inputs: Any, **kwargs: Any) -> tuple:
         if isinstance(inputs, dict):
@@ -185,7 +195,8 @@ class NNVMBackendRep(BackendRep):
         if all(isinstance(v, np.ndarray) for v in feed.values()) and \
                 self._key(feed, self._frozen) not in self._cache:
             batched = self._batched(self._declared_shapes(),
-                                    {k: v.dtype.name for k, v in feed.items()})
+                                    {k: v.dtype.name for k, v in feed.items()},
+                                    {k: v.shape for k, v in feed.items()})
             if batched is not None and sorted(feed) == sorted(batched.input_names) and all(
                     batched._shape_fits(k, v.shape) for k, v in feed.items()):
                 return tuple(batched.run(**feed))
