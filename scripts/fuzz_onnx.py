@@ -63,7 +63,8 @@ def _on_alarm(signum, frame):
 
 
 def execute(case: Case, check: bool = False) -> tuple[str, str, str | None]:
-    """Import, build (``reference``) and run one case.
+    """Import, build (for ``TARGET``, ``reference`` unless ``--target`` says) and run one
+    case.
 
     Returns ``(stage, outcome, finding)``: the last stage entered, ``ok`` / ``nnvm_error`` /
     ``finding``, and the finding's text (exception and the frames that raised it).
@@ -95,7 +96,7 @@ def execute(case: Case, check: bool = False) -> tuple[str, str, str | None]:
                     raise
                 frozen.update({n: feed[n] for n in new})
         stage = "build"
-        module = nnvm.compiler.build(graph, target="reference", params=params,
+        module = nnvm.compiler.build(graph, target=TARGET, params=params,
                                      shape=graph.attrs.get("shape_inputs"),
                                      dtype=graph.attrs.get("dtype_inputs"))
         stage = "run"
@@ -123,6 +124,7 @@ def execute(case: Case, check: bool = False) -> tuple[str, str, str | None]:
 
 _SEEDS: list = []
 _POOL: dict = {}
+TARGET = "reference"
 
 
 def case_seed(seed: int, i: int) -> int:
@@ -291,11 +293,13 @@ class _Pool:
 
 
 def fuzz(cases: int, seed: int = 0, workers: int = 2, time_budget_s: float | None = None,
-         node_tests: bool = True, verbose: bool = False) -> tuple[list, Stats]:
+         node_tests: bool = True, verbose: bool = False, target: str = "reference"
+         ) -> tuple[list, Stats]:
     """Run ``cases`` cases in ``workers`` forked processes (each case bounded by a timeout and
     the worker by a memory limit); returns ``([(case seed, finding)], Stats)``."""
-    global _SEEDS, _POOL
+    global _SEEDS, _POOL, TARGET
 
+    TARGET = target
     _SEEDS = load_seeds(node_tests)
     _POOL = attribute_pool(_SEEDS)
     check_seeds(_SEEDS[:4])  # imports the importer, passes and kernels once, before forking
@@ -367,8 +371,12 @@ def main(argv=None) -> int:
     p.add_argument("--no-node-tests", action="store_true",
                    help="seeds without the onnx node tests (faster start)")
     p.add_argument("--replay", type=int, default=None, metavar="CASE_SEED")
+    p.add_argument("--target", default="reference",
+                   help="build target (reference is fast; llvm takes seconds per case)")
     p.add_argument("--check-seeds", action="store_true")
     args = p.parse_args(argv)
+    global TARGET
+    TARGET = args.target
     if args.replay is not None:
         return replay(args.replay, not args.no_node_tests)
     if args.check_seeds:
@@ -380,7 +388,7 @@ def main(argv=None) -> int:
         return 1 if bad else 0
     t0 = time.time()
     findings, stats = fuzz(args.cases, args.seed, args.workers, args.time_budget,
-                           not args.no_node_tests, verbose=True)
+                           not args.no_node_tests, verbose=True, target=args.target)
     print(f"{len(_SEEDS)} seeds; {stats.line()}")
     print(stats.kinds_line())
     print(f"{len(findings)} finding(s) in {time.time() - t0:.0f}s")

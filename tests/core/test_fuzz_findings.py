@@ -52,3 +52,20 @@ def test_lossless_cast_chain_is_still_merged():
     assert _casts(lib) == 1
     a = np.array([1.5, -2.25, 3.0], "float32")
     np.testing.assert_array_equal(lib.run(x=a)[0], a.astype("float16"))
+
+
+def test_onnx_name_that_is_not_utf8_is_an_import_error():
+    """One flipped byte in an input's name (fuzzer case 10): protobuf returns the name as
+    bytes, and the importer's message joining input names raised a raw TypeError."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    from nnvm_onnx.errors import OnnxImportError
+
+    graph = helper.make_graph([helper.make_node("Relu", ["data"], ["y"])], "g",
+                              [helper.make_tensor_value_info("data", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    blob = helper.make_model(graph).SerializeToString().replace(b"data", b"dat\xfb")
+    assert isinstance(next(iter(onnx.load_from_string(blob).graph.input)).name, bytes)
+    with pytest.raises(OnnxImportError, match="not valid UTF-8"):
+        nnvm.frontend.from_onnx(blob, shape={"x": (2,)}, check=False)

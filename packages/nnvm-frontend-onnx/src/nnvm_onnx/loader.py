@@ -44,9 +44,34 @@ def load_model(model: Any, check: bool = True):
     else:
         raise OnnxImportError(format_error("from_onnx", "model must be a path, bytes or "
                                            "onnx.ModelProto", got=type(model).__name__))
+    _check_names(proto, "ONNX model")
     if check:
         check_model(proto)
     return proto, base_dir
+
+
+def _check_names(proto, where: str) -> None:
+    """Refuse a name that is not UTF-8. Why: protobuf hands such a string field to Python as
+    ``bytes``, and every message or dict that uses the name would then fail as a raw
+    TypeError (found by scripts/fuzz_onnx.py: one flipped byte in an input's name)."""
+    stack = [proto.graph, *proto.functions]
+    while stack:
+        g = stack.pop()
+        names = [g.name]
+        if hasattr(g, "initializer"):  # a GraphProto (a FunctionProto names plain strings)
+            names += [v.name for v in (*g.input, *g.output, *g.value_info, *g.initializer)]
+        else:
+            names += [*g.input, *g.output, g.domain]
+        for n in g.node:
+            names += [n.name, n.op_type, n.domain, *n.input, *n.output]
+            for a in n.attribute:
+                names.append(a.name)
+                stack += ([a.g] if a.HasField("g") else []) + list(a.graphs)
+        bad = next((x for x in names if not isinstance(x, str)), None)
+        if bad is not None:
+            raise OnnxImportError(format_error(
+                where, "has a name that is not valid UTF-8", "UTF-8 names", repr(bad)[:80],
+                fix="The file is corrupted, or was written by a broken exporter"))
 
 
 def _parse(data: bytes, where: str):
