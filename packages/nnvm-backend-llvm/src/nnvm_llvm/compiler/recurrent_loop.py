@@ -6,14 +6,13 @@ so sequence models used to run their recurrent layer in NumPy on the host: siler
 512-unit LSTM on the host. Here the node becomes a TE ``extern`` whose body is written
 directly in TIR (TVM's IR builder), in the order onnxruntime's CPU kernel runs it:
 
-1. the weights are laid out once per call, transposed into ``(K, gates * Hp)`` panels
-   (each gate padded to ``Hp``, a multiple of the vector width, so every gate starts on a
-   vector) and the biases summed;
-2. the input projection ``X W^T + Wb`` of every step is one GEMM, register-tiled (rows of
-   ``X`` x several column vectors) before the time loop: it does not depend on the state;
-3. a serial loop over time steps: the recurrent GEMV ``h R^T + Rb`` (column vectors
-   accumulated in registers, several at once to hide the FMA latency), then the gate
-   arithmetic, vectorised over hidden units, writing ``Y`` and the carried state.
+1. the input projection ``X W^T + Wb`` of every step is one GEMM before the time loop (it
+   does not depend on the state): register tiles of dot products along ``k`` on the
+   weights as stored (rows contiguous in ``k``), so nothing is repacked per call;
+2. a serial loop over time steps: the recurrent GEMV ``h R^T + Rb`` (several weight rows
+   at once, partial sums in vector lanes), then the gate arithmetic, vectorised over hidden
+   units (each gate padded to ``Hp``, a multiple of the vector width), writing ``Y`` and
+   the carried state.
 
 Both directions of a bidirectional layer run in parallel when the thread pool has two
 workers and the work is large enough. Every ONNX attribute the reference kernel
@@ -172,16 +171,9 @@ class _Kernel:
                 fn(n - n % lanes + ji)
 
     # -- phases ---------------------------------------------------------------------------
-    def pack(self, d, wt, rt, bx, bh):
-        """Transposed, gate-padded weights and the two bias rows of direction ``d``."""
+    def biases(self, d, bx, bh):
+        """The input and recurrent bias rows of direction ``d``, gate-padded (0 without B)."""
         hid, hp = self.hid, self.hp
-        w, r = self.buf["W"], self.buf["R"]
-        for src, dst, k_n in ((w, wt, self.n_in), (r, rt, hid)):
-            with T.serial(0, k_n) as k:
-                with T.serial(0, self.g) as gi:
-                    self.vec_loop(hp, lambda j, src=src, dst=dst, k=k, gi=gi: T.buffer_store(
-                        dst, tirx.Select(j < hid, self.load(src, (d, gi * hid + tirx.min(
-                            j, hid - 1), k)), self.c(0)), [k, gi * hp + j]))
         bias = self.buf.get("B")
         for half, dst in ((0, bx), (1, bh)):
             with T.serial(0, self.g) as gi:
@@ -192,41 +184,59 @@ class _Kernel:
                     T.buffer_store(dst, v, [gi * hp + j])
                 self.vec_loop(hp, put)
 
-    def gemm(self, dst, rows, row_of, src, k_n, mat, bias, col0, ncols):
-        """``dst[row, col] = bias[col] + sum_k src(row, k) mat[k, col]`` for rows
-        ``range(rows)`` and columns ``[col0, col0 + ncols)`` (whole vectors): a register
-        tile of ``mr`` rows x ``nv`` column vectors, the k loop inside."""
+    def col(self, n):
+        """The gate-padded column of weight row ``n`` (gate ``n // H``, unit ``n % H``)."""
+        return (n // self.hid) * self.hp + n % self.hid
+
+    def gemm(self, dst, rows, row_of, src, mat, d, n0, n1, k_n, bias):
+        """``dst[row_of(r), col(n)] = bias[col(n)] + sum_k src(r, k) mat[d, n, k]`` for
+        ``r < rows`` and weight rows ``n0 <= n < n1``: dot products along ``k`` on the
+        weights as the model stores them (rows contiguous in ``k``), so nothing is
+        repacked per call (a per-call transpose of a 512-unit bidirectional LSTM's 16 MB
+        of weights cost more than onnxruntime's whole layer). A register tile of ``mr``
+        rows x ``nb`` weight rows of ``lanes`` partial sums, reduced by halving at the end;
+        a ``k_n % lanes`` tail is added in scalars."""
         lanes = self.lanes
-        nvec = ncols // lanes
-        nv = _tile(nvec, (4, 3, 2, 1)) if rows > 1 else _tile(nvec, (8, 6, 4, 3, 2, 1))
-        mr = _tile(rows, (4, 3, 2, 1)) if nv <= 4 else 1
+        kv, tail = k_n // lanes, k_n % lanes
+        nb = _tile(n1 - n0, (8, 6, 4, 3, 2, 1) if rows == 1 else (4, 3, 2, 1))
+        mr = 1 if rows == 1 else _tile(rows, (2, 1))
         with T.serial(0, rows // mr) as ro:
-            with T.serial(0, nvec // nv) as vo:
-                acc = T.alloc_buffer((mr, nv, lanes), self.acc, scope="local")
-                base = col0 + vo * nv * lanes
+            with T.serial(0, (n1 - n0) // nb) as no:
+                acc = T.alloc_buffer((mr, nb, lanes), self.acc, scope="local")
                 with T.unroll(0, mr) as ri:
-                    with T.unroll(0, nv) as vi:
+                    with T.unroll(0, nb) as ni:
                         with T.vectorized(0, lanes) as li:
-                            T.buffer_store(acc, bias[base + vi * lanes + li], [ri, vi, li])
-                with T.serial(0, k_n) as k:
+                            T.buffer_store(acc, self.c(0), [ri, ni, li])
+                if kv:
+                    with T.serial(0, kv) as ko:
+                        with T.unroll(0, mr) as ri:
+                            with T.unroll(0, nb) as ni:
+                                with T.vectorized(0, lanes) as li:
+                                    k = ko * lanes + li
+                                    T.buffer_store(acc, acc[ri, ni, li] + src(ro * mr + ri, k) *
+                                                   self.load(mat, (d, n0 + no * nb + ni, k)),
+                                                   [ri, ni, li])
+                width = lanes // 2
+                while width:
                     with T.unroll(0, mr) as ri:
-                        s = src(row_of(ro * mr + ri), k)
-                        with T.unroll(0, nv) as vi:
-                            with T.vectorized(0, lanes) as li:
-                                T.buffer_store(acc, acc[ri, vi, li] + s * mat[
-                                    k, base + vi * lanes + li], [ri, vi, li])
+                        with T.unroll(0, nb) as ni:
+                            with T.vectorized(0, width) as li:
+                                T.buffer_store(acc, acc[ri, ni, li] + acc[ri, ni, li + width],
+                                               [ri, ni, li])
+                    width //= 2
                 with T.unroll(0, mr) as ri:
-                    with T.unroll(0, nv) as vi:
-                        with T.vectorized(0, lanes) as li:
-                            T.buffer_store(dst, acc[ri, vi, li],
-                                           [row_of(ro * mr + ri), base + vi * lanes + li])
+                    with T.unroll(0, nb) as ni:
+                        n = n0 + no * nb + ni
+                        total = acc[ri, ni, 0]
+                        for k in range(k_n - tail, k_n):
+                            total = total + src(ro * mr + ri, k) * self.load(mat, (d, n, k))
+                        T.buffer_store(dst, total + bias[self.col(n)],
+                                       [row_of(ro * mr + ri), self.col(n)])
 
     def direction(self, d):
         """The whole layer for direction ``d`` (scratch buffers are its own)."""
         seq, batch, hid, hp, cols = self.seq, self.batch, self.hid, self.hp, self.cols
         acc = self.acc
-        wt = T.alloc_buffer((self.n_in, cols), acc)
-        rt = T.alloc_buffer((hid, cols), acc)
         bx = T.alloc_buffer((cols,), acc)
         bh = T.alloc_buffer((cols,), acc)
         gx = T.alloc_buffer((seq * batch, cols), acc)  # X W^T + Wb of every step
@@ -236,7 +246,7 @@ class _Kernel:
         rh = T.alloc_buffer((batch, hp), acc) if self.kind == "gru" and not \
             self.attrs.get("linear_before_reset") else None
         tmp = T.alloc_buffer((5, batch, hp), acc)  # the cell's intermediates
-        self.pack(d, wt, rt, bx, bh)
+        self.biases(d, bx, bh)
         for name, dst in (("initial_h", h), ("initial_c", cst)):
             if dst is None:
                 continue
@@ -246,9 +256,11 @@ class _Kernel:
                     dst, self.c(0) if src is None else tirx.Select(
                         j < hid, self.load(src, self.state_idx(d, b, tirx.min(j, hid - 1))),
                         self.c(0)), [b, j]))
+        g_h = self.g * hid
+        w, r = self.buf["W"], self.buf["R"]
         self.gemm(gx, seq * batch, lambda row: row,
-                  lambda row, k: self.x_at(row // batch, row % batch, k),
-                  self.n_in, wt, bx, 0, cols)
+                  lambda row, k: self.x_at(row // batch, row % batch, k), w, d, 0, g_h,
+                  self.n_in, bx)
         reverse = self.attrs.get("direction") == "reverse" or d == 1
         lens = self.buf.get("sequence_lens")
         with T.serial(0, seq) as s:
@@ -257,14 +269,14 @@ class _Kernel:
                 live = None if lens is None else t < lens[b].astype("int32")
                 hsrc = lambda row, k, b=b: h[b, k]  # noqa: E731
                 if rh is None:
-                    self.gemm(gh, 1, lambda row, b=b: b, hsrc, hid, rt, bh, 0, cols)
+                    self.gemm(gh, 1, lambda row, b=b: b, hsrc, r, d, 0, g_h, hid, bh)
                 else:  # GRU, reset before R: z and r first, then (r * h) R_h^T
-                    self.gemm(gh, 1, lambda row, b=b: b, hsrc, hid, rt, bh, 0, 2 * hp)
+                    self.gemm(gh, 1, lambda row, b=b: b, hsrc, r, d, 0, 2 * hid, hid, bh)
                     self.vec_loop(hid, lambda j, b=b: T.buffer_store(
                         rh, self.act(d, 0, self.clipped(gx[t * batch + b, hp + j] +
                                                         gh[b, hp + j])) * h[b, j], [b, j]))
-                    self.gemm(gh, 1, lambda row, b=b: b, lambda row, k, b=b: rh[b, k], hid,
-                              rt, bh, 2 * hp, hp)
+                    self.gemm(gh, 1, lambda row, b=b: b, lambda row, k, b=b: rh[b, k], r, d,
+                              2 * hid, g_h, hid, bh)
                 self.vec_loop(hid, lambda j, b=b: self.cell(d, t, b, j, gx, gh, h, cst, tmp,
                                                             live))
         with T.serial(0, batch) as b:
