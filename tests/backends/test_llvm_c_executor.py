@@ -3,8 +3,10 @@
 The executor loop of the exported C library (``deploy/nnvm_executor.h``) also serves Python
 (``nnvm_llvm.runtime.c_executor``). Checked here: a plan of compiled steps is one C call and
 gives the same bits as the per-kernel Python loop; host steps split the run into C stretches
-around them; a failing kernel's own message reaches Python with the step named; and the
-``NNVM_LLVM_EXECUTOR`` switch and the no-compiler fallback, in fresh processes.
+around them; a failing kernel's own message reaches Python with the step named; the
+``NNVM_LLVM_EXECUTOR`` switch, the no-compiler fallback and the executor's disk cache
+(verified, and never read from another user's folder), in fresh processes; and changed
+params are rebound although a run no longer compares every one of them.
 """
 
 from __future__ import annotations
