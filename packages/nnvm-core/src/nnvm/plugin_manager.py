@@ -171,7 +171,9 @@ def _probe(pm, name: str) -> None:
     target's and frontend's ``is_available()``. Deferred to ``plugins()`` because these import
     device libraries and run toolchains, which a build for another target never needs."""
     backends, frontends = _unprobed.pop(name)
-    info = _infos[name]
+    info = _infos.get(name)
+    if info is None:  # unregistered (pm.unregister, a test's teardown) before it was probed
+        return
     try:
         extra = _call(pm, "nnvm_plugin_info", name) or {}
     except Exception as exc:  # noqa: BLE001
