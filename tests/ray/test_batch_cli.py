@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 from nnvm import cli
-from ray_helpers import BATCH, FEATURES, direct
+from ray_helpers import BATCH, FEATURES, artifact_claiming, direct
 
 pytestmark = pytest.mark.slow
 
@@ -88,11 +88,14 @@ def test_parquet_in_parquet_out(ray_local, mlp_artifact, tmp_path, rng, capsys):
 
 def test_the_command_joins_a_running_cluster_by_address(ray_local, mlp_artifact, tmp_path,
                                                         rng):
-    """The console entry point in a new process, as a user on a cluster node runs it."""
+    """The console entry point in a new process, as a user on a cluster node runs it, with
+    two candidate artifacts: one for a target no node has (skipped), one for reference."""
     data = _npz_folder(tmp_path / "in", rng, files=3)
+    vulkan = artifact_claiming(tmp_path, "vulkan")  # no installed plugin provides it
     address = ray_local.get_runtime_context().gcs_address
     env = {k: v for k, v in os.environ.items() if not k.startswith("NNVM_")}
-    run = subprocess.run([sys.executable, "-m", "nnvm", "batch", mlp_artifact, "--input",
+    run = subprocess.run([sys.executable, "-m", "nnvm", "batch",
+                          vulkan, mlp_artifact, "--input",
                           str(tmp_path / "in"), "--output", str(tmp_path / "out"),
                           "--ray", address, "--workers", "1", "--json"],
                          capture_output=True, text=True, env=env, timeout=600)

@@ -1,5 +1,6 @@
 """ArtifactRunner (no Ray): rows of any count run in chunks of the compiled batch, equal to
-running the artifact directly; bytes are verified like files; bad rows are refused."""
+running the artifact directly; bytes are verified like files; bad rows are refused; among
+artifacts of one model for several targets, the best usable target is loaded."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ import numpy as np
 import pytest
 from nnvm import NNVMError
 from nnvm.errors import SerializationError
-from nnvm_ray.runner import ArtifactRunner, read_signature
+from nnvm_ray.runner import ArtifactRunner, choose_artifact, read_signature
 
-from ray_helpers import BATCH, FEATURES, direct
+from ray_helpers import BATCH, FEATURES, artifact_claiming, build_mlp, direct, llvm_reason
 
 
 def test_rows_in_chunks_equal_the_artifact_run_directly(mlp_artifact, rng):
@@ -60,3 +61,38 @@ def test_an_artifact_without_a_batch_axis_is_refused(tmp_path):
     lib.export(path)
     with pytest.raises(NNVMError, match="no batch axis"):
         read_signature(path)
+
+
+def test_among_candidates_an_unusable_target_is_passed_over(mlp_artifact, tmp_path, rng):
+    from nnvm.errors import BackendUnavailableError
+
+    vulkan = artifact_claiming(tmp_path, "vulkan")  # no installed plugin provides it
+    runner = ArtifactRunner([vulkan, mlp_artifact])
+    assert runner.target == "reference"
+    x = rng.standard_normal((BATCH, FEATURES)).astype("float32")
+    assert np.array_equal(runner.run_rows({"x": x})["prob_output"], direct(mlp_artifact, x))
+    with pytest.raises(BackendUnavailableError, match="none of the artifacts' targets can run "
+                                                      "here.*vulkan: plugin not installed"):
+        choose_artifact([vulkan, vulkan])
+
+
+@pytest.mark.llvm
+@pytest.mark.skipif(llvm_reason() is not None, reason=f"llvm unavailable: {llvm_reason()}")
+def test_the_best_usable_target_among_candidates_is_loaded(mlp_artifact, tmp_path, rng):
+    llvm = str(tmp_path / "mlp-llvm.nnvm")
+    build_mlp("llvm").export(llvm)
+    runner = ArtifactRunner([open(mlp_artifact, "rb").read(), llvm], num_threads=1)
+    assert runner.target.split()[0] == "llvm" and runner.module.num_threads == 1
+    x = rng.standard_normal((BATCH, FEATURES)).astype("float32")
+    assert np.array_equal(runner.run_rows({"x": x})["prob_output"], direct(llvm, x))
+
+
+def test_candidates_must_be_one_model(mlp_artifact, tmp_path):
+    import nnvm
+    from nnvm import sym
+
+    other = str(tmp_path / "relu.nnvm")
+    nnvm.compiler.build(nnvm.graph.create(sym.relu(sym.Variable("x"))), target="reference",
+                        shape={"x": (BATCH, FEATURES)}).export(other)
+    with pytest.raises(NNVMError, match="is not the same model as the first artifact"):
+        read_signature([mlp_artifact, other])

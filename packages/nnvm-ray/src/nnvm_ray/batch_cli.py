@@ -39,10 +39,13 @@ def add_parser(subparsers) -> None:
                     "same form keyed by output names (for a folder: one .npz per input file, "
                     "same stem).",
         epilog="examples:\n  nnvm batch mlp.nnvm --input inputs/ --output outputs/\n"
+               "  nnvm batch mlp-cuda.nnvm mlp-llvm.nnvm --input inputs/ --output outputs/\n"
                "  nnvm batch mlp.nnvm --input data.parquet --output preds.parquet "
                "--workers 2\n  nnvm batch mlp.nnvm --input inputs/ --output outputs/ "
                "--ray 10.0.0.5:6379")
-    p.add_argument("model", metavar="MODEL.nnvm", help="the compiled artifact")
+    p.add_argument("model", metavar="MODEL.nnvm", nargs="+",
+                   help="the compiled artifact; several: the same model compiled for several "
+                        "targets, each worker runs the best one its node can run")
     p.add_argument("--input", required=True, metavar="IN", help="folder of .npz or .parquet")
     p.add_argument("--output", required=True, metavar="OUT", help="folder or .parquet")
     p.add_argument("--ray", default="local", metavar="ADDRESS|local",
@@ -83,15 +86,17 @@ def cmd_batch(args) -> int:
         raise NNVMError(format_error(f"--input '{args.input}'", "no readable input file",
                                      fix="See the messages above for each file"))
 
-    with open(args.model, "rb") as fh:
-        model = fh.read()
+    models = []
+    for path in args.model:
+        with open(path, "rb") as fh:
+            models.append(fh.read())
     cpus = args.workers * args.cpus_per_worker if args.workers else None
     from .cluster import ray_cluster
 
     with ray_cluster(args.ray, cpus) as cluster_cpus:
         workers = args.workers or max(1, cluster_cpus // args.cpus_per_worker)
         t0 = time.perf_counter()
-        batches = _run(good, model, args, workers)
+        batches = _run(good, models, args, workers)
         seconds = time.perf_counter() - t0
     outputs = _regroup(good, batches, signature)
     written = _write(args.output, kind, good, outputs)
@@ -129,13 +134,13 @@ def _rows_dataset(files: list[InputFile]):
     return ray.data.from_arrow(tables)
 
 
-def _run(files: list[InputFile], model: bytes, args, workers: int) -> list[dict]:
+def _run(files: list[InputFile], models: list[bytes], args, workers: int) -> list[dict]:
     """Every output batch, streamed, with a rows/s progress bar on a terminal."""
     from tqdm import tqdm
 
     from .inference import map_batches
 
-    out = map_batches(_rows_dataset(files), model, batch_size=args.batch_size,
+    out = map_batches(_rows_dataset(files), models, batch_size=args.batch_size,
                       concurrency=workers, num_cpus=args.cpus_per_worker,
                       worker_column=WORKER_COLUMN)
     total = sum(f.rows for f in files)

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import os
 import socket
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 from nnvm import NNVMError
 from nnvm.errors import format_error
 
-from .runner import ArtifactRunner, read_signature
+from .runner import ArtifactRunner, Source, as_candidates, read_signature
 
 #: How the actors get the artifact (``share=``).
 SHARE_MODES = ("object_store", "path")
@@ -33,20 +33,21 @@ class ArtifactPredictor:
     """The callable class Ray Data instantiates once per actor.
 
     Args:
-        artifact: the artifact's bytes, a one-element tuple holding an ``ObjectRef`` of them
-            (a nested ref is not resolved by Ray and stays alive while the job runs, so a
-            restarted actor can fetch it again), or a path every node can open.
+        artifacts: the candidates (one model compiled for one or more targets), each a
+            one-element tuple holding an ``ObjectRef`` of the artifact's bytes (a nested ref
+            is not resolved by Ray and stays alive while the job runs, so a restarted actor
+            can fetch it again) or a path every node can open. The actor loads the one whose
+            target ranks best among those its node can run.
         worker_column: when set, each output row gets the actor that ran it
             (``host:pid``) in this column.
     """
 
-    def __init__(self, artifact: Any, worker_column: str | None = None):
+    def __init__(self, artifacts: list, worker_column: str | None = None):
         import ray
 
-        if isinstance(artifact, tuple):
-            artifact = ray.get(artifact[0])
+        sources = [ray.get(a[0]) if isinstance(a, tuple) else a for a in artifacts]
         cpus = ray.get_runtime_context().get_assigned_resources().get("CPU")
-        self.runner = ArtifactRunner(artifact, num_threads=max(1, int(cpus)) if cpus else None)
+        self.runner = ArtifactRunner(sources, num_threads=max(1, int(cpus)) if cpus else None)
         self.inputs = set(self.runner.signature.input_names)
         self.worker_column = worker_column
         self.worker = f"{socket.gethostname()}:{os.getpid()}"
@@ -66,7 +67,7 @@ class ArtifactPredictor:
         return result
 
 
-def map_batches(dataset, artifact: str | os.PathLike | bytes, *, batch_size: int | None = None,
+def map_batches(dataset, artifact: Source | Sequence[Source], *, batch_size: int | None = None,
                 concurrency: int | tuple[int, int] = 1, num_cpus: float = 1,
                 share: str = "object_store", worker_column: str | None = None):
     """Run a ``.nnvm`` artifact over a Ray Dataset; returns the (lazy) output Dataset.
@@ -78,8 +79,11 @@ def map_batches(dataset, artifact: str | os.PathLike | bytes, *, batch_size: int
 
     Args:
         dataset: a ``ray.data.Dataset``.
-        artifact: a ``.nnvm`` path or its bytes. The driver verifies it (every sha256, the
-            batch axis) before any actor starts.
+        artifact: a ``.nnvm`` path or its bytes; or a list of them, the same model compiled
+            for several targets (``cuda``, ``llvm``...), of which each actor loads the one
+            whose target ranks best among those its node can run (a mixed cluster: GPU nodes
+            run ``cuda``, the others ``llvm``). The driver verifies each (every sha256, the
+            batch axis, one model) before any actor starts.
         batch_size: rows per Ray batch; default a multiple of the compiled batch size near
             256. Each batch runs in chunks of the compiled batch size (the last one padded).
         concurrency: actors in the pool: ``n``, or ``(min, max)`` to autoscale.
@@ -89,8 +93,8 @@ def map_batches(dataset, artifact: str | os.PathLike | bytes, *, batch_size: int
             actor opens ``artifact`` itself (the file must exist there on every node).
         worker_column: add a column naming the actor (``host:pid``) that ran each row.
 
-    Each actor loads the artifact once with ``nnvm.runtime.load`` and runs it on the
-    artifact's target; a node without that target fails with the backend's reason.
+    Each actor loads its artifact once with ``nnvm.runtime.load``; a node that can run
+    none of the candidates' targets fails with each backend's reason.
 
     Raises:
         NNVMError: a bad ``share``, ``concurrency`` or ``batch_size``; an artifact that does
@@ -101,10 +105,11 @@ def map_batches(dataset, artifact: str | os.PathLike | bytes, *, batch_size: int
 
     if share not in SHARE_MODES:
         raise NNVMError(format_error("map_batches", "unknown share mode", SHARE_MODES, share))
-    if share == "path" and isinstance(artifact, (bytes, bytearray, memoryview)):
-        raise NNVMError(format_error("map_batches", "share='path' needs a path", "a path",
+    candidates = as_candidates(artifact)
+    if share == "path" and any(isinstance(a, (bytes, bytearray, memoryview)) for a in candidates):
+        raise NNVMError(format_error("map_batches", "share='path' needs paths", "paths",
                                      "bytes", fix="Use share='object_store' for bytes"))
-    signature = read_signature(artifact)
+    signature = read_signature(candidates)
     if batch_size is None:
         batch_size = signature.batch * max(1, 256 // signature.batch)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
@@ -112,16 +117,20 @@ def map_batches(dataset, artifact: str | os.PathLike | bytes, *, batch_size: int
                                      repr(batch_size)))
     compute = ActorPoolStrategy(**_pool_size(concurrency))
     if share == "object_store":
-        if not isinstance(artifact, (bytes, bytearray, memoryview)):
-            with open(os.fspath(artifact), "rb") as f:
-                artifact = f.read()
-        source: Any = (ray.put(bytes(artifact)),)
+        sources: list = [(ray.put(_read_bytes(a)),) for a in candidates]
     else:
-        source = os.path.abspath(os.fspath(artifact))
+        sources = [os.path.abspath(os.fspath(a)) for a in candidates]
     return dataset.map_batches(
         ArtifactPredictor, batch_size=batch_size, compute=compute, batch_format="numpy",
-        fn_constructor_kwargs={"artifact": source, "worker_column": worker_column},
+        fn_constructor_kwargs={"artifacts": sources, "worker_column": worker_column},
         num_cpus=num_cpus)
+
+
+def _read_bytes(artifact: Source) -> bytes:
+    if isinstance(artifact, (bytes, bytearray, memoryview)):
+        return bytes(artifact)
+    with open(os.fspath(artifact), "rb") as f:
+        return f.read()
 
 
 def _pool_size(concurrency: Any) -> dict[str, int]:

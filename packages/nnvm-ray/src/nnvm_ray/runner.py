@@ -15,11 +15,15 @@ import contextlib
 import os
 import tempfile
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence, Union
 
 import numpy as np
 from nnvm import NNVMError
 from nnvm.errors import format_error
+
+
+#: An artifact: a ``.nnvm`` path or the file's bytes.
+Source = Union[str, os.PathLike, bytes]
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,10 @@ class Signature:
                    zip(module.output_names, module.output_shapes, module.output_dtypes)]
         return cls.from_ports(inputs, outputs, where)
 
+    def rows_key(self) -> tuple:
+        """What a row looks like in and out (names, row shapes, dtypes), batch left out."""
+        return tuple((p.name, p.row_shape, p.dtype) for p in self.inputs + self.outputs)
+
     @property
     def input_names(self) -> list[str]:
         return [p.name for p in self.inputs]
@@ -129,7 +137,7 @@ def as_rows(column: Any, row_shape: tuple[int, ...]) -> np.ndarray:
 
 
 @contextlib.contextmanager
-def artifact_file(artifact: str | os.PathLike | bytes):
+def artifact_file(artifact: Source):
     """A path to ``artifact``: the path itself, or for bytes a private temporary file that
     is removed afterwards (so bytes go through exactly the checks a file does)."""
     if not isinstance(artifact, (bytes, bytearray, memoryview)):
@@ -144,7 +152,7 @@ def artifact_file(artifact: str | os.PathLike | bytes):
         os.unlink(path)
 
 
-def load_module(artifact: str | os.PathLike | bytes):
+def load_module(artifact: Source):
     """``nnvm.runtime.load`` on a path or on artifact bytes: every sha256 verified, then the
     target's backend looked up, then the trust policy applied when one is set."""
     import nnvm
@@ -153,30 +161,92 @@ def load_module(artifact: str | os.PathLike | bytes):
         return nnvm.runtime.load(path)
 
 
-def read_signature(artifact: str | os.PathLike | bytes) -> Signature:
-    """The signature from the verified manifest, without loading any code (the driver of a
-    Ray job may lack the artifact's target)."""
+def _where(artifact: Source) -> str:
+    return ("artifact (bytes)" if isinstance(artifact, (bytes, bytearray, memoryview))
+            else f"artifact '{os.fspath(artifact)}'")
+
+
+def _manifest(artifact: Source) -> dict:
+    """The verified manifest (every member's sha256 checked), without loading any code."""
     from nnvm.runtime.artifact import read_artifact
 
-    where = ("artifact (bytes)" if isinstance(artifact, (bytes, bytearray, memoryview))
-             else f"artifact '{os.fspath(artifact)}'")
     with artifact_file(artifact) as path:
-        manifest = read_artifact(path).manifest
-    return Signature.of_manifest(manifest, where)
+        return read_artifact(path).manifest
+
+
+def read_signature(artifacts: Source | Sequence[Source]) -> Signature:
+    """The signature of an artifact, or the one all candidates share, from their verified
+    manifests without loading any code (the driver of a Ray job may lack their targets).
+
+    Candidates (one model compiled for several targets) must agree on every input and
+    output: name, row shape and dtype; their compiled batch sizes may differ."""
+    candidates = as_candidates(artifacts)
+    sigs = [Signature.of_manifest(_manifest(a), _where(a)) for a in candidates]
+    for a, sig in zip(candidates[1:], sigs[1:]):
+        if sig.rows_key() != sigs[0].rows_key():
+            raise NNVMError(format_error(
+                _where(a), "is not the same model as the first artifact", sigs[0].rows_key(),
+                sig.rows_key(), fix="Pass artifacts of one model compiled for different "
+                                    "targets"))
+    return sigs[0]
+
+
+def as_candidates(artifacts: Source | Sequence[Source]) -> list[Source]:
+    """One artifact or a list of them, as a non-empty list."""
+    if isinstance(artifacts, (str, os.PathLike, bytes, bytearray, memoryview)):
+        return [artifacts]
+    candidates = list(artifacts)
+    if not candidates:
+        raise NNVMError(format_error("artifacts", "none given", "a path, bytes or a list "
+                                     "of them", "an empty list"))
+    return candidates
+
+
+def choose_artifact(artifacts: Source | Sequence[Source]) -> Source:
+    """The candidate whose target ranks best (``Backend.priority``, as ``best_target``)
+    among those this machine can run; the first one on a tie.
+
+    Raises:
+        BackendUnavailableError: no candidate's target is usable here (each one's reason).
+    """
+    import socket
+
+    from nnvm import plugin_manager
+    from nnvm.errors import BackendUnavailableError
+
+    candidates = as_candidates(artifacts)
+    if len(candidates) == 1:
+        return candidates[0]
+    backends = plugin_manager.backends()
+    usable, reasons = [], []
+    for i, a in enumerate(candidates):
+        kind = str(_manifest(a)["target"]).split()[0]
+        reason = backends[kind].is_available() if kind in backends else "plugin not installed"
+        if reason is None:
+            usable.append((backends[kind].priority, -i, a))
+        else:
+            reasons.append(f"{kind}: {reason}")
+    if not usable:
+        raise BackendUnavailableError(format_error(
+            f"host {socket.gethostname()}", "none of the artifacts' targets can run here",
+            fix="; ".join(reasons)))
+    return max(usable, key=lambda u: u[:2])[2]
 
 
 class ArtifactRunner:
     """A loaded artifact that runs rows in chunks of its compiled batch size.
 
     Args:
-        artifact: a ``.nnvm`` path or its bytes.
+        artifact: a ``.nnvm`` path or its bytes, or a list of them: the same model compiled
+            for several targets, of which the best one this machine can run is loaded
+            (``choose_artifact``).
         num_threads: kernel threads for targets that have a thread pool (llvm); None keeps
             the target's default. A Ray actor passes the CPUs Ray gave it, so two actors on a
             two-core node do not each start two threads.
     """
 
-    def __init__(self, artifact: str | os.PathLike | bytes, num_threads: int | None = None):
-        self.module = load_module(artifact)
+    def __init__(self, artifact: Source | Sequence[Source], num_threads: int | None = None):
+        self.module = load_module(choose_artifact(artifact))
         self.signature = Signature.of_module(self.module, f"artifact ({self.module.target})")
         if num_threads and hasattr(self.module, "set_num_threads"):
             self.module.set_num_threads(int(num_threads))
