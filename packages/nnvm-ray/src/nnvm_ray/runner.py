@@ -3,7 +3,8 @@
 An artifact is compiled for fixed shapes, e.g. ``x: (4, 8)``. A dataset has rows: one row
 of ``x`` is ``x[i]``, of shape ``(8,)``. The leading axis of every input and output is the
 *batch axis*; the runner cuts a batch of any length into chunks of the compiled batch size
-(4 here), pads the last chunk with zeros and drops the padded rows of the outputs. This
+(4 here), pads the last chunk by repeating its last row (as ``nnvm.runtime.batching`` does:
+no made-up values reach the kernels) and drops the padded rows of the outputs. This
 assumes what the batch axis means in inference models: rows do not mix. A file holding
 exactly the compiled batch runs in one call, so its outputs are those of running the
 artifact directly.
@@ -271,8 +272,8 @@ class ArtifactRunner:
 
 
 def _padded(chunk: np.ndarray, batch: int) -> np.ndarray:
-    """``chunk`` extended with zero rows to ``batch`` rows (contiguous, as kernels expect)."""
+    """``chunk`` extended to ``batch`` rows by repeating its last row (contiguous, as kernels
+    expect)."""
     if len(chunk) == batch:
         return np.ascontiguousarray(chunk)
-    pad = np.zeros((batch - len(chunk), *chunk.shape[1:]), chunk.dtype)
-    return np.concatenate([chunk, pad])
+    return np.concatenate([chunk, np.repeat(chunk[-1:], batch - len(chunk), axis=0)])
