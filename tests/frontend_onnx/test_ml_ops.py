@@ -322,6 +322,35 @@ def test_tree_ensemble_classifier_binary_single_column(rng, weights, post):
     assert_matches_ort(model, {"X": _tree_rows(rng)})
 
 
+@pytest.mark.parametrize("post", ["NONE", "LOGISTIC"])
+@pytest.mark.parametrize("ids,leaves,weights,base", [
+    ((0,), (1,), (0.3,), (0.1, 0.2)), ((0,), (1,), (0.3,), (0.1,)), ((0,), (1,), (0.3,), None),
+    ((1,), (1,), (0.3,), (0.1, 0.2)), ((1,), (1,), (0.3,), (0.1,)),
+    ((1,), (1,), (-0.3,), (0.1,)), ((0, 0), (1, 2), (0.3, 0.8), (0.1, 0.2)),
+    ((0, 1), (1, 1), (0.3, 0.6), (0.1, 0.2)), ((0, 1), (1, 2), (0.3, 0.6), (0.1, 0.2)),
+    # not ((0, 1), (1, 2), (0.3, 0.6), (0.1,)): onnxruntime leaves the second score of a row
+    # whose class 1 has no weight unwritten (whatever the buffer held); nnvm writes 0
+    ((0, 1, 0, 1), (1, 1, 2, 2), (0.7, 0.3, 0.2, 0.8), None),
+    ((0, 1, 0, 1), (1, 1, 2, 2), (0.7, -0.3, 0.2, 0.8), (0.1, 0.2))])
+def test_tree_ensemble_classifier_two_classes(ids, leaves, weights, base, post):
+    """onnxruntime's two-class rules: which base values exist and whether class 1 has a
+    leaf weight decide the label (1 / 0 when both columns carry weights) and the scores; a
+    row whose leaf carries no weight (x > 0 with one weighted leaf) scores zeros."""
+    attrs = {"nodes_treeids": [0, 0, 0], "nodes_nodeids": [0, 1, 2],
+             "nodes_featureids": [0, 0, 0], "nodes_modes": ["BRANCH_LEQ", "LEAF", "LEAF"],
+             "nodes_values": [0.0, 0.0, 0.0], "nodes_truenodeids": [1, 0, 0],
+             "nodes_falsenodeids": [2, 0, 0], "class_treeids": [0] * len(ids),
+             "class_nodeids": list(leaves), "class_ids": list(ids),
+             "class_weights": list(weights)}
+    if base:
+        attrs["base_values"] = list(base)
+    model = one_node("TreeEnsembleClassifier", TensorProto.FLOAT,
+                     [("L", TensorProto.INT64, [None]), ("S", TensorProto.FLOAT, [None, 2])],
+                     x_shape=(None, 1), classlabels_int64s=[3, 7], post_transform=post,
+                     **attrs)
+    assert_matches_ort(model, {"X": np.array([[-1.0], [1.0], [0.0]], np.float32)})
+
+
 def test_tree_ensemble_opset5_membership_and_leaf_root(rng):
     """TreeEnsemble (opset 5): a set-membership split with NaN tracking true, a tree that
     is a single leaf, AVERAGE over two targets."""

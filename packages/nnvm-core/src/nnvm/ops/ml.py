@@ -92,15 +92,16 @@ def post_transform(scores: np.ndarray, mode: str) -> np.ndarray:
 def write_scores(scores: np.ndarray, mode: str, add_second_class: int = -1) -> np.ndarray:
     """onnxruntime's ``write_scores``: the post transform on two or more columns; a single
     column is expanded to two by ``add_second_class`` (0/1: all weights positive,
-    (1 - s, s) untransformed; 2/3: mixed weights, (-s, s), or (sigmoid(-s), sigmoid(s)) for
-    LOGISTIC), and PROBIT keeps one column."""
+    (1 - t, t) with t = sigmoid(s) for LOGISTIC, else s; 2/3: mixed weights, (-s, s), or
+    (sigmoid(-s), sigmoid(s)) for LOGISTIC), and PROBIT keeps one column."""
     s = np.asarray(scores, dtype=np.float64)
     if s.shape[1] != 1:
         return post_transform(s, mode)
     if mode == "PROBIT":
         return _probit(s)
     if add_second_class in (0, 1):
-        return np.concatenate([1.0 - s, s], axis=1)
+        t = post_transform(s, mode) if mode == "LOGISTIC" else s
+        return np.concatenate([1.0 - t, t], axis=1)
     if add_second_class in (2, 3):
         pair = np.concatenate([-s, s], axis=1)
         return post_transform(pair, mode) if mode == "LOGISTIC" else pair
@@ -416,7 +417,7 @@ register_op("linear_regressor", doc="ONNX ml LinearRegressor: x @ coefficients.T
 def _lin_cls_ref(attrs, x):
     """onnxruntime: the label comes from the raw scores (arg-max; one column: s > 0 picks the
     second of two labels, else 1 / 0), then the scores are transformed; one column with two
-    labels becomes (1 - t, t)."""
+    labels becomes (1 - t, t) (``write_scores``)."""
     labels, kind = _label_info(attrs)
     s = _linear_scores(attrs, x)
     add = 1 if len(labels) == 2 else -1
@@ -427,13 +428,10 @@ def _lin_cls_ref(attrs, x):
         if len(labels) != 2:
             labels = ["0", "1"] if kind == "string" else [0, 1]
     mode = attrs["post_transform"]
-    if add == 1 and s.shape[1] == 1:
-        # onnxruntime: (1 - t, t) with t = sigmoid(s) for LOGISTIC, the raw s for the
-        # softmaxes; its binary PROBIT scores are unusable (overlapping buffer writes), so
-        # PROBIT gives (1 - probit(s), probit(s)) here
-        if mode in ("LOGISTIC", "PROBIT"):
-            s = post_transform(s, mode)
-        mode = "NONE"
+    if add == 1 and s.shape[1] == 1 and mode == "PROBIT":
+        # onnxruntime's binary PROBIT scores are unusable (overlapping buffer writes): here
+        # they are (1 - probit(s), probit(s))
+        s, mode = post_transform(s, mode), "NONE"
     z = write_scores(s, mode, add)
     return _label_array(labels, picks, kind), z.astype(np.float32)
 
@@ -774,31 +772,61 @@ register_op("tree_ensemble", doc="Tree ensemble regression (ONNX ml TreeEnsemble
 
 
 def _tree_cls_ref(attrs, x):
-    """onnxruntime's TreeEnsembleClassifier, including its binary conventions: when every
-    leaf weight goes to one class column and there are two labels, that column is the
-    positive class's score s and the scores are (1 - s, s) for non-negative weights (label
-    by s > 0.5), else (-s, s) (label by s > 0; LOGISTIC gives (sigmoid(-s), sigmoid(s)))."""
+    """onnxruntime's TreeEnsembleClassifier. Three or more classes: base values are added,
+    the label is the best class among those with a score (raw, before the transform). Two
+    classes follow its TreeAggregatorClassifier row by row (``_two_class_row``)."""
     labels, kind = _label_info(attrs)
     n_cls = len(labels)
-    x = np.asarray(x)
-    s, seen = _tree_raw(attrs, x, n_cls)
+    s, seen = _tree_raw(attrs, np.asarray(x), n_cls)
     base = np.asarray(attrs["base_values"], dtype=np.float64)
     mode = attrs["post_transform"]
-    binary = n_cls == 2 and len(set(attrs["leaf_targetids"])) == 1
-    if not binary:
-        z = post_transform(_add_base(attrs, s), mode)
-        return _label_array(labels, np.argmax(z, axis=1), kind), z.astype(np.float32)
-    col = attrs["leaf_targetids"][0]
-    pos = s[:, col] + (base[col] if base.size > col else 0.0)
-    if base.size == 2:  # both base values: onnxruntime scores the pair as multiclass
-        pair = np.stack([pos if col == 0 else base[0] + s[:, 0],
-                         pos if col == 1 else base[1] + s[:, 1]], axis=1)
-        z = post_transform(pair, mode)
-        return _label_array(labels, np.argmax(z, axis=1), kind), z.astype(np.float32)
+    if n_cls > 2:
+        if base.size:
+            s, seen = s + base[:n_cls], seen | (np.arange(n_cls) < base.size)
+        picks = np.argmax(np.where(seen, s, -np.inf), axis=1)
+        return _label_array(labels, picks, kind), post_transform(s, mode).astype(np.float32)
+    binary = len(set(attrs["leaf_targetids"])) == 1  # one class column carries every weight
     positive = min(attrs["leaf_weights"], default=0.0) >= 0
-    picks = (pos > (0.5 if positive else 0.0)).astype(np.int64)
-    z = write_scores(pos[:, None], mode, 0 if positive else 2)
-    return _label_array(labels, picks, kind), z.astype(np.float32)
+    picks, rows = [], []
+    for sr, hr in zip(s, seen):
+        pick, z = _two_class_row(sr, hr, base, mode, binary, positive)
+        picks.append(pick)
+        rows.append(z)
+    if not binary and kind == "int64":  # onnxruntime returns 1 / 0 here, not the labels
+        labels = [0, 1]
+    return _label_array(labels, picks, kind), np.asarray(rows, dtype=np.float32)
+
+
+def _two_class_row(s, has, base, mode, binary, positive):
+    """(label index, two scores) of one row of a two-class tree ensemble, as onnxruntime 1.31
+    computes them (checked case by case against it): which base values exist and whether
+    class 1 got a leaf weight decide between a (class 0, class 1) pair and a single score
+    expanded by ``write_scores``; a class no leaf weight reached scores 0."""
+    s0, s1 = float(s[0]), float(s[1])
+    h0, h1 = bool(has[0]), bool(has[1])
+    add, single = -1, False
+    if base.size == 2:
+        if h1:
+            s1 = base[1] + s0
+            s0 = -s1
+        else:
+            s0, s1 = s0 + base[0], s1 + base[1]
+    elif base.size == 1:
+        s0 += base[0]
+        single = not h1
+    else:
+        add, single = 3, not h1
+    pos = s1 if (not single and h1) else (s0 if h0 else 0.0)
+    if binary:
+        win = pos > (0.5 if positive else 0.0)
+        add = (0 if win else 1) if positive else (2 if win else 3)
+    else:
+        win = pos > 0
+    s0 = s0 if h0 else 0.0
+    if not single:
+        return int(win), post_transform(np.array([[s0, s1 if h1 else 0.0]]), mode)[0]
+    z = write_scores(np.array([[s0]]), mode, add)[0]
+    return int(win), np.pad(z, (0, 2 - z.size))
 
 
 def _tree_cls_width(attrs, n_cls, f):
@@ -812,5 +840,5 @@ register_op("tree_ensemble_classifier", doc="ONNX ml TreeEnsembleClassifier: per
             outputs=("label", "scores"),
             params=_TREE_PARAMS + [Param("classlabels_ints", "ints", (), "integer labels"),
                                    Param("classlabels_strings", "strs", (), "string labels")],
-            shape=_classifier_shape(_tree_cls_width), dtype=_classifier_dtype, reference=_tree_cls_ref,
-            pattern=OPAQUE, support_level=6)
+            shape=_classifier_shape(_tree_cls_width), dtype=_classifier_dtype,
+            reference=_tree_cls_ref, pattern=OPAQUE, support_level=6)
