@@ -44,14 +44,14 @@ def _recurrent_inputs(rng, kind, seq, batch, n_in, hid, attrs):
 
 RECURRENT = [
     ("lstm", 7, 2, 5, 8, {"use_bias": True, "use_initial_h": True, "use_initial_c": True}),
-    ("lstm", 3, 1, 6, 20, {"direction": "bidirectional", "use_bias": True}),
+    ("lstm", 10, 1, 6, 20, {"direction": "bidirectional", "use_bias": True}),  # panels
     ("lstm", 5, 3, 4, 8, {"direction": "reverse", "use_peepholes": True, "clip": 0.5,
                           "input_forget": True, "use_sequence_lens": True}),
     ("lstm", 4, 2, 3, 6, {"layout": 1, "use_initial_h": True,
                           "activations": ("HardSigmoid", "Tanh", "Relu")}),
     ("lstm", 1, 2, 5, 8, {"use_bias": True, "use_initial_h": True, "use_initial_c": True}),
-    ("gru", 6, 2, 5, 8, {"use_bias": True, "use_initial_h": True}),
-    ("gru", 4, 3, 5, 12, {"use_bias": True, "linear_before_reset": True,
+    ("gru", 8, 2, 5, 32, {"use_bias": True, "use_initial_h": True}),
+    ("gru", 9, 3, 5, 12, {"use_bias": True, "linear_before_reset": True,
                           "direction": "bidirectional", "use_sequence_lens": True}),
     ("gru", 3, 1, 4, 5, {"clip": 0.7, "activations": ("LeakyRelu", "ScaledTanh"),
                          "activation_alpha": (0.2, 0.9), "activation_beta": (1.5,)}),
