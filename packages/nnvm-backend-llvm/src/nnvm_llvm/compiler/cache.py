@@ -333,7 +333,8 @@ def _own_files(d: str) -> list[str]:
     """Files this cache wrote (and older versions of it), never anything else in ``d``:
     ``NNVM_CACHE_DIR`` may name a folder that holds other things."""
     out = []
-    for sub, ok in (("libs", (ENTRY_SUFFIX, ".so")), ("kernels", (".py",)), ("", (".o",))):
+    for sub, ok in (("libs", (ENTRY_SUFFIX, ".so")), ("kernels", (".py",)),
+                    ("runtime", (ENTRY_SUFFIX,)), ("", (".o",))):
         folder = os.path.join(d, sub) if sub else d
         try:
             names = os.listdir(folder)
@@ -350,7 +351,7 @@ def _own_files(d: str) -> list[str]:
 
 def info() -> dict:
     """What ``nnvm cache info`` prints: folder, entry count and bytes, cap, other files
-    (threadpool objects, leftovers of older versions)."""
+    (threadpool objects, the C executor in ``runtime/``, leftovers of older versions)."""
     d = configured_dir()
     out = {"dir": d, "enabled": d is not None, "max_bytes": max_bytes(), "entries": 0,
            "bytes": 0, "other_files": 0, "other_bytes": 0}
@@ -371,7 +372,7 @@ def info() -> dict:
 
 
 def clear() -> int:
-    """Delete the files this cache wrote (entries, threadpool objects, an older version's
+    """Delete the files this cache wrote (entries, threadpool objects, the C executor, an older version's
     ``kernels/*.py`` and ``libs/*.so``) and the in-memory entries; returns the count."""
     clear_memory()
     d = configured_dir()
@@ -384,7 +385,7 @@ def clear() -> int:
             removed += 1
         except OSError:
             pass
-    for sub in ("kernels", "libs"):
+    for sub in ("kernels", "libs", "runtime"):
         try:
             os.rmdir(os.path.join(d, sub))  # only when empty
         except OSError:
