@@ -109,13 +109,19 @@ def _only_dynamic_unknown(graph: Graph) -> bool:
 
 def optimize(graph: Graph | Symbol, shape: Mapping | None = None, dtype: Any = "float32",
              params: Mapping | None = None, opt_level: int | None = None,
-             log: Callable[[str], None] | None = None) -> tuple[Graph, dict]:
-    """Run the optimisation pipeline only; returns ``(graph, params)``."""
+             log: Callable[[str], None] | None = None,
+             layout: Any = None) -> tuple[Graph, dict]:
+    """Run the optimisation pipeline only; returns ``(graph, params)``.
+
+    ``layout`` (``{input: layout}`` or one layout for every input) is the graph attribute
+    ``layout_inputs`` that CorrectLayout reads, so it is set before the pipeline runs."""
     cfg = _config.get() or BuildConfig()
     level = cfg.opt_level if opt_level is None else opt_level
     g = _to_graph(graph)
     shapes, dtypes, params = _normalize_inputs(g, shape, dtype, params)
     g = g.with_attrs(shape_inputs=shapes, dtype_inputs=dtypes, params=params, opt_level=level)
+    if layout is not None:
+        g = g.with_attrs(layout_inputs=layout)
     names = opt_level_passes(level, cfg.add_pass, cfg.disabled_pass)
     for required in ("InferShape", "InferType"):
         if required not in names:
@@ -154,8 +160,8 @@ def build(graph: Graph | Symbol, target: str | Target | None = None,
         params: ``{name: array}`` constant inputs (weights).
         opt_level: 0-3 (default 2, or the enclosing ``build_config``'s).
         target_host: accepted for NNVM compatibility.
-        layout: accepted for NNVM compatibility; applied by the layout passes when
-            nnvm-passes is installed.
+        layout: the inputs' data layout, ``{input: "NHWC"}`` or one layout for all inputs;
+            CorrectLayout (nnvm-passes) inserts the transforms to the layouts ops expect.
         log: receives one progress line per step.
         **options: backend-specific build options (e.g. ``num_threads``);
             ``batch_bucket`` (default 1) is the batch a symbolic-batch module is compiled for.
@@ -184,9 +190,7 @@ def build(graph: Graph | Symbol, target: str | Target | None = None,
     names = set(getattr(graph, "attrs", {}).get("input_defaults") or ())
     defaults = {k: v for k, v in (params or {}).items() if k in names}
     params = {k: v for k, v in (params or {}).items() if k not in names}
-    g, params = optimize(graph, shape, dtype, params, level, log)
-    if layout is not None:
-        g = g.with_attrs(layout_inputs=layout)
+    g, params = optimize(graph, shape, dtype, params, level, log, layout)
     config = BuildConfig(level, cfg.add_pass, cfg.disabled_pass, {**cfg.extra, **options})
     if log:
         log(f"lowering for target {tgt}")
