@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 
-MODULES = ("elementwise", "tensor", "nn", "reduce", "signal", "control_flow", "sequence", "text", "training", "ml")
+MODULES = ("elementwise", "tensor", "nn", "reduce", "signal", "control_flow", "sequence", "text", "training", "ml", "microsoft")
 
 
 def register_all() -> None:
