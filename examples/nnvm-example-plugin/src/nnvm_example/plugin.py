@@ -11,6 +11,7 @@ import json
 import numpy as np
 
 from nnvm import hookimpl
+from nnvm.graph_attrs import DERIVED
 from nnvm.ir import Graph, make_node, node_map
 from nnvm.ops.common import same_dtype, same_shape
 from nnvm.runtime.module import Module
@@ -31,9 +32,9 @@ def fuse_swish(graph: Graph) -> Graph:
                 return make_node("example_swish", [x], {"beta": 1.0}, name=node.name)
         return None
 
-    # Per-entry attributes (lists such as ``shape``) are stale once nodes change: drop them.
-    attrs = {k: v for k, v in graph.attrs.items() if not isinstance(v, list)}
-    return Graph(node_map(graph, rewrite), attrs)
+    # Per-entry attributes such as ``shape`` are now stale: the pass manager drops them,
+    # because the pass is registered with ``invalidates=DERIVED``.
+    return Graph(node_map(graph, rewrite), graph.attrs)
 
 
 class ExampleModule(Module):
@@ -93,7 +94,7 @@ def nnvm_register_ops(registry) -> None:
 
 @hookimpl
 def nnvm_register_passes(registry) -> None:
-    registry.register_pass("FuseSwish", change_graph=True)(fuse_swish)
+    registry.register_pass("FuseSwish", invalidates=DERIVED)(fuse_swish)
 
 
 @hookimpl

@@ -12,15 +12,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Mapping, Sequence
 
+from . import graph_attrs
 from .errors import NNVMError, PassError, format_error
 from .ir import Graph, Node, NodeEntry, node_map
-
-#: Graph attributes indexed by node or entry id: stale once the nodes change.
-PER_ENTRY_ATTRS = ("shape", "dtype", "storage_id", "storage_inplace_index", "layout", "device",
-                   "group_root", "group_master", "pattern", "num_groups",
-                   "shape_num_unknown_nodes", "dtype_num_unknown_nodes",
-                   "storage_allocated_bytes", "storage_num_not_allocated")
-
 
 @dataclasses.dataclass(frozen=True)
 class Pat:
@@ -290,7 +284,8 @@ def with_outputs(graph: Graph, outputs: Sequence[NodeEntry], **attrs: Any) -> Gr
     if not attrs and len(outputs) == len(graph.outputs) and all(
             a.node is b.node and a.index == b.index for a, b in zip(outputs, graph.outputs)):
         return graph
-    keep = {k: v for k, v in graph.attrs.items() if k not in PER_ENTRY_ATTRS}
+    stale = graph_attrs.derived()
+    keep = {k: v for k, v in graph.attrs.items() if k not in stale}
     g = Graph(outputs, {**keep, **attrs})
     names = set(g.index.input_names)
     for key in ("params", "shape_inputs", "dtype_inputs"):

@@ -10,6 +10,7 @@ time; CorrectLayout then cancels the activation transforms between consecutive o
 
 from __future__ import annotations
 
+from nnvm.graph_attrs import DERIVED
 from nnvm.ir import NodeEntry
 from nnvm.op import get_attr_map
 from nnvm.ops.common import op
@@ -31,7 +32,7 @@ def _alter(m: Match) -> NodeEntry | None:
     return hook(dict(node.attrs), list(node.inputs), tinfos)
 
 
-@register_pass("AlterOpLayout", requires=("shape", "dtype"), change_graph=True, opt_level=3)
+@register_pass("AlterOpLayout", requires=("shape", "dtype"), invalidates=DERIVED, opt_level=3)
 def alter_op_layout(graph):
     """Replace each op that has an ``FAlterOpLayout`` hook by what the hook returns."""
     ops = tuple(get_attr_map("FAlterOpLayout"))

@@ -13,6 +13,7 @@ meeting its inverse disappears. (3) Provide ``layout``: one string per entry, No
 from __future__ import annotations
 
 from nnvm.errors import NNVMError
+from nnvm.graph_attrs import DERIVED
 from nnvm.ir import Graph, Node, NodeEntry, node_map
 from nnvm.op import OpPattern
 from nnvm.ops.common import op
@@ -129,7 +130,7 @@ RULES = [
 ]
 
 
-@register_pass("CorrectLayout", provides=("layout",), change_graph=True, opt_level=0)
+@register_pass("CorrectLayout", provides=("layout",), invalidates=DERIVED, opt_level=0)
 def correct_layout(graph: Graph) -> Graph:
     """Insert, sink and cancel ``__layout_transform__`` nodes; provide per-entry ``layout``."""
     outputs, layouts = _insert_transforms(graph)

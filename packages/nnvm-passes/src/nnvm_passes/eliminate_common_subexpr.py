@@ -7,6 +7,7 @@ pass and backend walks, and lets fusion see one producer instead of two.
 
 from __future__ import annotations
 
+from nnvm.graph_attrs import DERIVED
 from nnvm.ir import Graph
 from nnvm.pass_manager import register_pass
 from nnvm.rewrite import is_pure, substitute, with_outputs
@@ -20,7 +21,7 @@ def _key(node, inputs) -> tuple | None:
     return node.op.name, attrs, tuple(inputs)
 
 
-@register_pass("EliminateCommonSubexpr", change_graph=True, opt_level=2)
+@register_pass("EliminateCommonSubexpr", invalidates=DERIVED, opt_level=2)
 def eliminate_common_subexpr(graph: Graph) -> Graph:
     """Merge nodes with the same op, attributes and (already merged) inputs.
 

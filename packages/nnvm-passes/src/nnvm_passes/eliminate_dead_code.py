@@ -8,6 +8,7 @@ input attributes of inputs that disappear are dropped too.
 
 from __future__ import annotations
 
+from nnvm.graph_attrs import DERIVED
 from nnvm.ir import Graph, NodeEntry
 from nnvm.ops.common import op
 from nnvm.pass_manager import register_pass
@@ -55,7 +56,7 @@ def _has_op(name: str) -> bool:
         return False
 
 
-@register_pass("EliminateDeadCode", change_graph=True, opt_level=1)
+@register_pass("EliminateDeadCode", invalidates=DERIVED, opt_level=1)
 def eliminate_dead_code(graph: Graph) -> Graph:
     """Drop unused outputs of multi-output nodes, inputs read only for their static shape,
     and the params and input attributes of inputs that are gone."""

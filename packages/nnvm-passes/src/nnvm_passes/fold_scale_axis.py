@@ -14,6 +14,7 @@ NNVM's directions are handled:
 
 from __future__ import annotations
 
+from nnvm.graph_attrs import DERIVED
 from nnvm.ir import NodeEntry, make_node
 from nnvm.ops.common import op
 from nnvm.pass_manager import register_pass
@@ -119,7 +120,7 @@ RULES = [
 ]
 
 
-@register_pass("FoldScaleAxis", requires=("shape",), change_graph=True, opt_level=3)
+@register_pass("FoldScaleAxis", requires=("shape",), invalidates=DERIVED, opt_level=3)
 def fold_scale_axis(graph):
     """Fold constant per-channel ``broadcast_mul`` scales into conv2d/dense weights and biases
     (backward: scale after the op; forward: scale before it). Needs ``params`` to tell

@@ -34,6 +34,7 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from nnvm.errors import AttrError, PassError, format_error, node_where
+from nnvm.graph_attrs import DERIVED
 from nnvm.ir import Graph, Node, NodeEntry, make_node, post_order
 from nnvm.pass_manager import register_pass
 
@@ -50,7 +51,7 @@ class GradientError(PassError):
 
 
 @register_pass("Gradient", requires=("grad_ys", "grad_xs"),
-               provides=("grad_num_mirrored", "grad_checkpoints"), change_graph=True)
+               provides=("grad_num_mirrored", "grad_checkpoints"), invalidates=DERIVED)
 def gradient(graph: Graph) -> Graph:
     """Reverse-mode autodiff: outputs become d(sum grad_ys)/d(grad_xs), one per x.
 

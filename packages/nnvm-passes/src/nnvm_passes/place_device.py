@@ -26,17 +26,16 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from nnvm.errors import AttrError, GraphError, format_error, node_where
+from nnvm import graph_attrs
+from nnvm.graph_attrs import DERIVED
 from nnvm.ir import Graph, Node, NodeEntry, make_node
 from nnvm.pass_manager import register_pass
 
 #: Per-entry attributes whose value a copy shares with its source entry.
 _CARRIED_ENTRY_ATTRS = ("shape", "dtype", "layout")
-#: Attributes a rewrite invalidates.
-_DROPPED = ("storage_id", "storage_inplace_index", "storage_allocated_bytes",
-            "storage_num_not_allocated", "storage_match_range")
 
 
-@register_pass("PlaceDevice", provides=("device", "num_device_copies"), change_graph=True)
+@register_pass("PlaceDevice", provides=("device", "num_device_copies"), invalidates=DERIVED)
 def place_device(graph: Graph) -> Graph:
     """Per-node device from ``device_group_attr_key``/``device_assign_map`` annotations or
     ``fallback_device`` for ops the target cannot run (``device_unsupported_ops`` or the
@@ -92,7 +91,8 @@ def place_device(graph: Graph) -> Graph:
         new_device[id(new)] = devices[nid]
         origin[id(new)] = nid
     outputs = [NodeEntry(new_nodes[n], i, v) for n, i, v in idx.outputs]
-    attrs = {k: v for k, v in graph.attrs.items() if k not in _DROPPED}
+    stale = graph_attrs.derived()  # the carried ones are re-indexed just below
+    attrs = {k: v for k, v in graph.attrs.items() if k not in stale}
     out = Graph(outputs, attrs)
     out.attrs.update(_carry_entry_attrs(graph, out, copy_source, origin))
     out.attrs["device"] = [new_device[id(n)] for n in out.index.nodes]

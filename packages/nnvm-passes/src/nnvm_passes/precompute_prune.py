@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from nnvm.graph_attrs import DERIVED
 from nnvm.interpreter import Interpreter
 from nnvm.ir import Graph, Node, NodeEntry
 from nnvm.pass_manager import register_pass
@@ -42,7 +43,7 @@ def _param_name(idx, i: int, k: int, consumer) -> str:
     return node.name if node.num_outputs == 1 else f"{node.name}_output{k}"
 
 
-@register_pass("PrecomputePrune", provides=("params",), change_graph=True, opt_level=2)
+@register_pass("PrecomputePrune", provides=("params",), invalidates=DERIVED, opt_level=2)
 def precompute_prune(graph: Graph) -> Graph:
     """Replace each param-only subgraph by a new param holding its precomputed value.
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from nnvm.dtypes import STRING, np_dtype
 from nnvm.errors import NNVMError
+from nnvm.graph_attrs import DERIVED
 from nnvm.ir import NodeEntry
 from nnvm.ops.common import op
 from nnvm.pass_manager import register_pass
@@ -117,7 +118,7 @@ RULES = [
 ]
 
 
-@register_pass("SimplifyAlgebra", change_graph=True, opt_level=1)
+@register_pass("SimplifyAlgebra", invalidates=DERIVED, opt_level=1)
 def simplify_algebra(graph):
     """Apply the identities of ``RULES`` bottom-up to a fixed point.
 

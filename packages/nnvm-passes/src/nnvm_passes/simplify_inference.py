@@ -8,6 +8,7 @@ needs a batch_norm or dropout kernel for inference.
 
 from __future__ import annotations
 
+from nnvm.graph_attrs import DERIVED
 from nnvm.ir import NodeEntry
 from nnvm.ops.common import op
 from nnvm.pass_manager import register_pass
@@ -46,7 +47,7 @@ RULES = [
 ]
 
 
-@register_pass("SimplifyInference", change_graph=True, opt_level=0)
+@register_pass("SimplifyInference", invalidates=DERIVED, opt_level=0)
 def simplify_inference(graph):
     """Replace batch_norm by a per-channel multiply-add and dropout by the identity.
 

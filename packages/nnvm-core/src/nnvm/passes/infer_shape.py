@@ -36,7 +36,8 @@ def _bounded(shape: tuple[int, ...], where: str) -> None:
                                           "or size inputs (scales, repeats, shape values)"))
 
 
-@register_pass("InferShape", provides=("shape", "shape_num_unknown_nodes"), opt_level=0)
+@register_pass("InferShape", provides=("shape", "shape_num_unknown_nodes"), analysis=True,
+               opt_level=0)
 def infer_shape(graph: Graph) -> Graph:
     """Infer the shape of every entry (forward and backward sweeps).
 

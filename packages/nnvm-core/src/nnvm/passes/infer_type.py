@@ -30,7 +30,8 @@ def same_type(attrs, ins, outs):
     return [known] * len(ins), [known] * len(outs)
 
 
-@register_pass("InferType", provides=("dtype", "dtype_num_unknown_nodes"), opt_level=0)
+@register_pass("InferType", provides=("dtype", "dtype_num_unknown_nodes"), analysis=True,
+               opt_level=0)
 def infer_type(graph: Graph) -> Graph:
     """Infer the dtype (a name such as ``float32``) of every entry.
 

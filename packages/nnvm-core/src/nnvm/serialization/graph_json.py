@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .. import graph_attrs
 from ..errors import NNVMError, SerializationError
 from ..ir import Graph, Node, NodeEntry
 from ..params import DTYPES, Param, parse_value, string_to_value, to_string
@@ -22,8 +23,6 @@ TYPE_FLAGS = {0: "float32", 1: "float64", 2: "float16", 3: "uint8", 4: "int32", 
               6: "int64", 7: "int16", 8: "uint16", 9: "uint32", 10: "uint64", 11: "bool",
               12: "bfloat16"}
 FLAG_OF = {v: k for k, v in TYPE_FLAGS.items()}
-#: Graph attributes with one value per node entry (checked for length, re-indexed on load).
-PER_ENTRY_ATTRS = ("shape", "dtype", "storage_id", "layout")
 MAX_JSON_BYTES = 1 << 30
 MAX_SUBGRAPH_DEPTH = 64
 _SHAPE = Param("shape", "ints")
@@ -320,7 +319,8 @@ def _load_attrs(raw: Any, nodes: list[Node], n_outs: list[int], graph: Graph) ->
             if not isinstance(value, list) or not all(v is None or v in DTYPES for v in value):
                 raise _fail(where, f"expected a list of dtype names ({', '.join(DTYPES)}); "
                                    f"got {str(value)[:80]}")
-        if key in PER_ENTRY_ATTRS and isinstance(value, list) and len(value) != n_entries:
+        if graph_attrs.get(key).kind == graph_attrs.ENTRY and isinstance(value, list) \
+                and len(value) != n_entries:
             raise _fail(where, f"has {len(value)} values; the graph has {n_entries} entries")
         if key in ("shape_inputs", "dtype_inputs") and isinstance(value, list):
             value = _per_input(key, kind, value, nodes, where)
