@@ -141,3 +141,11 @@ def test_enabled_pass_outside_the_pipeline_is_scheduled():
     assert "_TestNegate" in names
     after = names[names.index("_TestNegate") + 1:]
     assert not any(pm.get_pass(n).invalidates for n in after)
+
+
+def test_a_stale_attribute_a_rewrite_invalidates_is_re_computed():
+    pm.register_pass("_TestNegate", invalidates=DERIVED, override=True)(_negate)
+    pm.register_pass("_TestNeedsShape", requires=("shape",), override=True)(lambda g: g)
+    stale = [(3,)]  # one value for a graph of two entries
+    g = _graph().apply(["_TestNegate", "_TestNeedsShape"], shape=stale, shape_inputs={"x": (3,)})
+    assert g.attrs["shape"] == [(3,)] * 3

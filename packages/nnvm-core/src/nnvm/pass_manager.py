@@ -169,9 +169,9 @@ def check_dependencies(graph: Graph, names: Sequence[str]) -> None:
         for analysis in _analyses_needed(info, have, stale, dropped_by):
             have.update(analysis.provides)
         gone = info.invalidated()
-        dropped_by.update((a, n) for a in gone & have)
+        dropped_by.update((a, n) for a in gone & (have | stale))
         have = (have - gone) | set(info.provides)
-        stale -= have
+        stale -= gone | have
 
 
 def apply_passes(graph: Graph, passes: str | Sequence[str], dump_ir: str | bool | None = None,
