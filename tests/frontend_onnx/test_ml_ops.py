@@ -473,6 +473,9 @@ def test_zipmap_string_labels_regroup_to_dicts(rng):
                       helper.make_value_info("Z", z_type)])
     got = assert_matches_ort(model, {"X": f32(rng, 3, 4)})
     assert isinstance(got[1], list) and set(got[1][0]) == {"x", "y"}
+    graph, params = nnvm.frontend.from_onnx(model, shape={"X": (3, 4)})
+    lib = nnvm.compiler.build(graph, target="reference", shape={"X": (3, 4)}, params=params)
+    assert lib.output_names == ["L", "Z"]  # the model's own names, the map output's too
 
 
 @pytest.mark.parametrize("target", TARGETS)

@@ -528,9 +528,9 @@ class OnnxImporter:
             g = g.with_attrs(input_defaults=defaults)
         if any(st != "tensor" for st in structure):
             g = g.with_attrs(onnx_output_structure=structure)
-        else:  # one tensor per ONNX output: the module reports the model's own names
-            g = g.with_attrs(output_names=[o.name for o in graph.output])
-        return g, params
+        # the module reports the model's own names (a sequence's tensors as name.0, name.1...)
+        names = [n for o, st in zip(graph.output, structure) for n in _flat_names(o.name, st)]
+        return g.with_attrs(output_names=names), params
 
     def _overridable_initializers(self, builder: GraphBuilder, scope: Scope,
                                   init_names: set) -> list[str]:
@@ -942,6 +942,15 @@ def _flatten(builder: GraphBuilder, value, entries: list):
                 _flatten(builder, value.item, entries)]
     entries.append(builder.materialize(value))
     return "tensor"
+
+
+def _flat_names(name: str, structure) -> list[str]:
+    """Names of the tensors ``_flatten`` appended for the output ``name``."""
+    if structure == "tensor" or structure[0] == "zipmap":
+        return [name]
+    if structure[0] == "sequence":
+        return [f"{name}.{k}" for k in range(structure[1])]
+    return [] if structure[1] is None else _flat_names(name, structure[1])
 
 
 def regroup(structure, flat: Sequence) -> list:
