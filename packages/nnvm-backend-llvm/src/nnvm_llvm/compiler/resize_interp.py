@@ -1,16 +1,18 @@
-"""``resize`` in nearest and linear modes under every coordinate transformation mode, in TE.
+"""``resize`` in nearest, linear and cubic modes under every coordinate mode, in TE.
 
 Why: segmentation heads (LR-ASPP, DeepLabV3) upsample with ``Resize(mode=linear, sizes=...)``
 and text/face detectors with fractional nearest scales; those ran the NumPy reference on the
 host (a float64 tensordot per axis). Here each output element computes, per resized axis,
 its source coordinate with the reference's own formula (``nnvm.ops.image.source_coords``,
 repeated term by term in float64 so that a nearest index rounds exactly as the reference's
-does), then gathers one tap (nearest) or blends two (linear) per axis. Axes are applied in the
+does), then gathers one tap (nearest) or blends two (linear) or four (cubic) per axis. Axes
+are applied in the
 plan's order, so ``tf_crop_and_resize`` extrapolation feeds later axes as in ONNX.
 
 Integer data is blended in float64 and rounded half to even, then saturated, as the
 reference does. Not covered (``reason`` says so, and the op keeps its reference kernel):
-cubic, antialiased downsampling, nearest with ``exclude_outside``.
+antialiased downsampling (its filter widens with the scale), nearest with
+``exclude_outside``.
 """
 
 from __future__ import annotations
@@ -24,14 +26,14 @@ from nnvm.ops.image import resize_plan
 def reason(attrs, shape) -> str | None:
     """None when ``interpolate`` covers the node, else why not."""
     mode = attrs.get("mode")
-    if mode not in ("nearest", "linear"):
-        return f"resize mode {mode!r} (llvm lowers nearest and linear)"
+    if mode not in ("nearest", "linear", "cubic"):
+        return f"resize mode {mode!r} (llvm lowers nearest, linear and cubic)"
     try:
         plan, _ = resize_plan(attrs, tuple(shape))
     except Exception:  # noqa: BLE001 - shape errors are reported by InferShape already
         return "resize whose output shape cannot be inferred"
-    if mode == "linear" and attrs.get("antialias") and any(s < 1.0 for _, s, _, _ in plan):
-        return "antialiased linear downsampling (llvm lowers plain linear)"
+    if mode != "nearest" and attrs.get("antialias") and any(s < 1.0 for _, s, _, _ in plan):
+        return f"antialiased {mode} downsampling (llvm lowers the plain filter)"
     if mode == "nearest" and attrs.get("exclude_outside"):
         return "nearest resize with exclude_outside"
     return None
@@ -43,21 +45,21 @@ def _f64(v):
 
 def source_coord(mode, o, scale, n_in, n_out, roi):
     """The float64 input coordinate of output index ``o`` (and the extrapolation test or
-    None), term by term as ``nnvm.ops.image.source_coords`` evaluates it, except that
-    ``align_corners`` and ``tf_crop_and_resize`` divide by the output length as ONNX says
-    (``length_resized - 1``; onnxruntime does the same) where the reference divides by
-    ``scale * n_in - 1``: the two differ when that product is not a whole number."""
+    None), term by term as ``nnvm.ops.image.source_coords`` evaluates it. Like ONNX's own
+    reference (and its node tests), ``align_corners`` and ``tf_crop_and_resize`` divide by
+    ``scale * n_in - 1``, not by the integer output length minus one as onnxruntime does:
+    the two differ when that product is not a whole number."""
     y = o.astype("float64")
     out_w = scale * n_in
     extrap = None
     if mode == "align_corners":
-        x = _f64(0) if n_out == 1 else y * _f64(n_in - 1) / _f64(n_out - 1)
+        x = _f64(0) if out_w == 1 else y * _f64(n_in - 1) / _f64(out_w - 1)
     elif mode == "asymmetric":
         x = y / _f64(scale)
     elif mode == "tf_crop_and_resize":
         span = roi[1] - roi[0]
-        x = _f64(span * (n_in - 1) / 2) if n_out == 1 else \
-            y * _f64(span) * _f64(n_in - 1) / _f64(n_out - 1)
+        x = _f64(span * (n_in - 1) / 2) if out_w == 1 else \
+            y * _f64(span) * _f64(n_in - 1) / _f64(out_w - 1)
         x = x + _f64(roi[0] * (n_in - 1))
         extrap = (x < _f64(0)) | (x > _f64(n_in - 1))
     elif mode == "pytorch_half_pixel":
@@ -88,9 +90,36 @@ def _taps(attrs, x, n_in, compute):
         # an integral coordinate is its own index (the reference's "whole" ratio)
         idx = tvm.tirx.Select(x == base, i0, tvm.tirx.Select(right, i0 + 1, i0))
         return [(_clip_index(idx, n_in), None)]
-    r = ratio.astype(compute)
-    return [(_clip_index(i0, n_in), tvm.tirx.const(1, compute) - r),
-            (_clip_index(i0 + 1, n_in), r)]
+    if attrs["mode"] == "linear":
+        r = ratio.astype(compute)
+        return [(_clip_index(i0, n_in), tvm.tirx.const(1, compute) - r),
+                (_clip_index(i0 + 1, n_in), r)]
+    return _cubic_taps(attrs, x, base, i0, n_in, compute)
+
+
+def _cubic_taps(attrs, x, base, i0, n_in, compute):
+    """Four taps of the cubic kernel (coefficient ``a``) as the reference places them: at
+    ``floor(x) - 1 ..  floor(x) + 2`` with ratio ``x - floor(x)``, or for an integral ``x``
+    at ``x - 2 .. x + 1`` with ratio 1 (weights 0, 0, 1, 0); ``exclude_outside`` zeroes the
+    taps outside the input and renormalises."""
+    a = _f64(attrs["cubic_coeff_a"])
+    whole = x == base
+    t = tvm.tirx.Select(whole, _f64(1), x - base)
+    start = tvm.tirx.Select(whole, i0 - 2, i0 - 1)
+    r1, q = t + _f64(1), _f64(1) - t
+    one, two, three, five, eight, four = (_f64(v) for v in (1, 2, 3, 5, 8, 4))
+    coeffs = [((a * r1 - five * a) * r1 + eight * a) * r1 - four * a,
+              ((a + two) * t - (a + three)) * t * t + one,
+              ((a + two) * q - (a + three)) * q * q + one,
+              ((a * (q + one) - five * a) * (q + one) + eight * a) * (q + one) - four * a]
+    idx = [start + k for k in range(4)]
+    if attrs.get("exclude_outside"):
+        coeffs = [tvm.tirx.Select((i < 0) | (i > n_in - 1), _f64(0), c)
+                  for i, c in zip(idx, coeffs)]
+        total = coeffs[0] + coeffs[1] + coeffs[2] + coeffs[3]
+        total = tvm.tirx.Select(total == _f64(0), _f64(1), total)
+        coeffs = [c / total for c in coeffs]
+    return [(_clip_index(i, n_in), c.astype(compute)) for i, c in zip(idx, coeffs)]
 
 
 def interpolate(attrs, x, out_shape, name):

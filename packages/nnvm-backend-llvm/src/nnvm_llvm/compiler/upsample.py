@@ -1,13 +1,14 @@
 """``resize`` compiled for llvm: a plain gather for whole-number nearest scales, else the
-coordinate-mapping kernel of ``resize_interp`` (nearest and linear, every coordinate mode).
+coordinate-mapping kernel of ``resize_interp`` (nearest, linear, cubic; every coordinate
+mode).
 
 Detectors and text detectors upsample their feature pyramids with ``Resize(mode=nearest,
 scales=2)``; run by the NumPy reference (float64 tensordot) it took half of a YOLO-class
 model's time. For those the source index of every output position is not re-derived: the
 op's own reference kernel maps a tensor of flat indices at build time, and the gather applies
 only when that map is exactly ``i // s`` on every resized axis. Every other nearest or linear
-resize computes its source coordinates per element (``resize_interp``); cubic and
-antialiased downsampling keep the reference kernel, with the reason in ``stats()``.
+resize computes its source coordinates per element (``resize_interp``); antialiased
+downsampling keeps the reference kernel, with the reason in ``stats()``.
 Registered only when the lowering table has no ``resize`` rule of its own.
 """
 
