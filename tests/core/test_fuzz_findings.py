@@ -69,3 +69,21 @@ def test_onnx_name_that_is_not_utf8_is_an_import_error():
     assert isinstance(next(iter(onnx.load_from_string(blob).graph.input)).name, bytes)
     with pytest.raises(OnnxImportError, match="not valid UTF-8"):
         nnvm.frontend.from_onnx(blob, shape={"x": (2,)}, check=False)
+
+
+@pytest.mark.parametrize("gamma_shape", [(3, 4), (1, 4), (4,), (3, 1)])
+def test_llvm_layer_norm_broadcasts_scale_and_bias(gamma_shape):
+    """layer_norm with a scale broadcast to the normalized dims (fuzzer case 22000496 on
+    llvm: an ONNX LayerNormalization whose axis no longer matched its scale's rank) raised a
+    raw ValueError in the llvm lowering; it now matches the reference interpreter."""
+    pytest.importorskip("tvm")
+    x, g, b = sym.Variable("x"), sym.Variable("g"), sym.Variable("b")
+    y = sym.layer_norm(x, g, b, axis=1, epsilon=1e-5)
+    rng = np.random.default_rng(0)
+    params = {"g": rng.standard_normal(gamma_shape).astype("float32"),
+              "b": rng.standard_normal(gamma_shape).astype("float32")}
+    xv = rng.standard_normal((2, 3, 4)).astype("float32")
+    shapes = {"x": (2, 3, 4), "g": gamma_shape, "b": gamma_shape}
+    want, got = (nnvm.compiler.build(y, target=t, shape=shapes, params=dict(params)).run(x=xv)[0]
+                 for t in ("reference", "llvm"))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

@@ -346,11 +346,17 @@ def _layer_norm(attrs, ins, outs, ctx):
     inv = te.compute(var.shape, lambda *i: _const(1, acc) / te.sqrt(
         var[i] + _const(float(attrs["epsilon"]), acc)), name=ctx.name + "_inv")
     m_at, i_at = _stat(mean, axes, nd), _stat(inv, axes, nd)
+    # scale and bias broadcast to the normalized dims as in NumPy (ONNX allows e.g. (1, D) or
+    # a rank other than the normalized dims'); indexing them by i[a0:] raised a raw ValueError
+    from .lowering_transform import _broadcast_read
+
+    s_at = _broadcast_read(scale, shape)
+    b_at = None if bias is None else _broadcast_read(bias, shape)
 
     def body(*i):
-        y = (xa[i] - m_at(i)) * i_at(i) * scale[i[a0:]].astype(acc)
-        if bias is not None:
-            y = y + bias[i[a0:]].astype(acc)
+        y = (xa[i] - m_at(i)) * i_at(i) * s_at(i).astype(acc)
+        if b_at is not None:
+            y = y + b_at(i).astype(acc)
         return y.astype(dtype)
     y = te.compute(shape, body, name=ctx.name)
     return [y, te.compute(mean.shape, lambda *i: mean[i].astype(outs[1][1]),
