@@ -35,8 +35,13 @@ def _labels(ctx, ints: str, strings: str) -> dict:
 
 @converter("Scaler", since=1, requires=("scaler",), domain=ML)
 def _scaler(ctx, node):
-    return [ctx.op("scaler", ctx.input(0), offset=tuple(ctx.attr("offset", [])),
-                   scale=tuple(ctx.attr("scale", [])))]
+    """float32 features: (x - offset) * scale as broadcast ops, which the native targets
+    compile (the same float32 arithmetic as onnxruntime); other dtypes: the scaler op."""
+    x, offset, scale = ctx.input(0), ctx.attr("offset", []), ctx.attr("scale", [])
+    if x.dtype != "float32" or x.rank is None or x.rank == 0:
+        return [ctx.op("scaler", x, offset=tuple(offset), scale=tuple(scale))]
+    y = ctx.op("broadcast_sub", x, ctx.constant(np.asarray(offset or [0.0], np.float32)))
+    return [ctx.op("broadcast_mul", y, ctx.constant(np.asarray(scale or [1.0], np.float32)))]
 
 
 @converter("Normalizer", since=1, requires=("normalizer",), domain=ML)
@@ -60,7 +65,17 @@ def _imputer(ctx, node):
 
 @converter("ArrayFeatureExtractor", since=1, requires=("array_feature_extractor",), domain=ML)
 def _array_feature_extractor(ctx, node):
-    return [ctx.op("array_feature_extractor", ctx.input(0), ctx.input(1))]
+    """Constant indices into a (..., F) tensor: a ``take`` on the last axis (compiled on the
+    native targets); otherwise the op, which also covers onnxruntime's 1-D case."""
+    x = ctx.input(0)
+    if not ctx.is_const(1) or x.shape is None or len(x.shape) < 2:
+        return [ctx.op("array_feature_extractor", x, ctx.input(1))]
+    idx = np.asarray(ctx.const(1), np.int64).reshape(-1)
+    if idx.size and (idx.min() < 0 or idx.max() >= x.shape[-1]):
+        raise OnnxImportError(format_error(ctx.where, "ArrayFeatureExtractor indices out of "
+                                           "range", f"in [0, {x.shape[-1]})", idx.tolist(),
+                                           fix="Fix the exporter output"))
+    return [ctx.op("take", x, ctx.constant(idx), axis=len(x.shape) - 1)]
 
 
 @converter("FeatureVectorizer", since=1, requires=("feature_vectorizer",), domain=ML)
