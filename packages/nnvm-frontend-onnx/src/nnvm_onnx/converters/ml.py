@@ -148,6 +148,15 @@ def _label_encoder(ctx, node):
 
 @converter("LinearRegressor", since=1, requires=("linear_regressor",), domain=ML)
 def _linear_regressor(ctx, node):
+    """float32 (N, F) features, no post transform: a ``dense`` layer (compiled on the native
+    targets, float32 as onnxruntime's GEMM); otherwise the op."""
+    x, coef = ctx.input(0), ctx.attr("coefficients")
+    targets, intercepts = int(ctx.attr("targets", 1)), list(ctx.attr("intercepts", []))
+    if x.dtype == "float32" and x.shape is not None and len(x.shape) == 2 and \
+            ctx.attr("post_transform", "NONE") == "NONE" and len(coef) == targets * x.shape[1]:
+        w = np.asarray(coef, np.float32).reshape(targets, x.shape[1])
+        b = np.broadcast_to(np.asarray(intercepts or [0.0], np.float32), (targets,))
+        return [ctx.op("dense", x, ctx.constant(w), ctx.constant(np.array(b)), units=targets)]
     return [ctx.op("linear_regressor", ctx.input(0),
                    coefficients=tuple(ctx.attr("coefficients")),
                    intercepts=tuple(ctx.attr("intercepts", [])),
