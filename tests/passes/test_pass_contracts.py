@@ -5,6 +5,9 @@ died with a bare ``KeyError: 'shape'``; ``build(layout=...)`` was set after the 
 ``build_config(add_pass=[...])`` validated a pass the pipeline did not list, then never ran it.
 """
 
+import os
+import re
+
 import numpy as np
 import pytest
 
@@ -15,6 +18,7 @@ from nnvm.errors import PassDependencyError
 from nnvm.graph_attrs import DERIVED
 from nnvm.ir import Graph, NodeEntry, make_node
 
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 SIMPLIFIABLE = sym.exp(sym.relu(sym.Variable("x")) * 1.0 + 0.0)  # SimplifyAlgebra drops 2 ops
 
 
@@ -76,6 +80,20 @@ def test_every_rewriting_pass_declares_invalidates_and_the_analyses_do_not():
     for name in ("FuseOps", "PlanMemory"):
         assert not passes[name].invalidates and not passes[name].analysis
     assert not hasattr(passes["SimplifyAlgebra"], "change_graph")
+
+
+def test_docs_list_the_invalidating_passes_and_the_analyses():
+    text = open(os.path.join(ROOT, "docs", "passes.md"), encoding="utf-8").read()
+    ours = {n: p for n, p in pm.list_passes().items() if p.provider in ("nnvm", "passes")}
+
+    def listed(label):
+        return set(re.search(label + r"`?: ([^.]+)\.", text).group(1).replace("\n", " ")
+                   .split(", "))
+
+    assert listed(r"Passes declared `invalidates=DERIVED") == {
+        n for n, p in ours.items() if DERIVED in p.invalidates}
+    assert listed(r"Analyses \(`analysis=True`, re-run when a later pass needs\s+what a "
+                  r"rewrite dropped\)") == {n for n, p in ours.items() if p.analysis}
 
 
 def test_every_declared_attribute_has_one_kind():
