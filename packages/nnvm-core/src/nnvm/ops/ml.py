@@ -664,53 +664,55 @@ def _member_sets(attrs) -> dict[int, np.ndarray]:
     return sets
 
 
-def _tree_leaves(attrs, x) -> np.ndarray:
-    """(N, trees) leaf index reached by every row in every tree (vectorised walk)."""
-    fdt = np.float32 if attrs["single_precision"] and x.dtype != np.float64 else np.float64
-    rows = _rows(x).astype(fdt)
-    feat = np.asarray(attrs["nodes_featureids"], dtype=np.int64)
-    split = np.asarray(attrs["nodes_splits"], dtype=np.float64).astype(fdt)
+_COMPARE = (np.less_equal, np.less, np.greater_equal, np.greater, np.equal, np.not_equal)
+#: id-keyed cache of the arrays a node's tree attributes describe (see ``_prepared``)
+_PREPARED: dict[tuple, tuple] = {}
+
+
+def _prepared(attrs, n_targets: int) -> dict:
+    """The tree attributes as NumPy arrays, built once per node: converting thousands of
+    attribute values on every run cost ~50x onnxruntime's time on a 20-tree forest. Keyed by
+    the identity of the attribute tuples (kept alive by the cache, so ids stay unique)."""
+    parts = (attrs["nodes_featureids"], attrs["nodes_splits"], attrs["leaf_weights"],
+             attrs["leaf_entries"])
+    key = tuple(id(p) for p in parts) + (n_targets, attrs["aggregate_function"])
+    hit = _PREPARED.get(key)
+    if hit is not None and all(a is b for a, b in zip(hit[0], parts)):
+        return hit[1]
     mode = np.asarray(attrs["nodes_modes"], dtype=np.int64)
-    tid, tleaf = np.asarray(attrs["nodes_truenodeids"]), np.asarray(attrs["nodes_trueleafs"])
-    fid, fleaf = np.asarray(attrs["nodes_falsenodeids"]), np.asarray(attrs["nodes_falseleafs"])
-    miss = np.asarray(attrs["nodes_missing_value_tracks_true"] or [0] * len(feat)) != 0
-    members = _member_sets(attrs) if (mode == 6).any() else {}
-    if feat.size and (feat.max() >= rows.shape[1] or feat.min() < 0):
-        raise ShapeError(f"the trees read feature {int(feat.max())}; the input has "
-                         f"{rows.shape[1]} features")
-    n, trees = rows.shape[0], len(attrs["tree_roots"])
-    pos = np.tile(np.asarray(attrs["tree_roots"], dtype=np.int64), (n, 1))
-    at_leaf = np.tile(np.asarray(attrs["roots_are_leaves"] or [0] * trees, bool), (n, 1))
-    r_idx = np.repeat(np.arange(n)[:, None], trees, axis=1)
-    for _ in range(len(feat) + 1):
-        live = ~at_leaf
-        if not live.any():
-            return pos
-        node, r = pos[live], r_idx[live]
-        v, s, m = rows[r, feat[node]], split[node], mode[node]
-        cond = np.select([m == 0, m == 1, m == 2, m == 3, m == 4, m == 5],
-                         [v <= s, v < s, v >= s, v > s, v == s, v != s], False)
-        for k in np.unique(node[m == 6]):
-            sel = node == k
-            cond[sel] = np.isin(v[sel], members.get(int(k), np.empty(0)))
-        cond |= miss[node] & np.isnan(v)
-        pos[live] = np.where(cond, tid[node], fid[node])
-        at_leaf[live] = np.where(cond, tleaf[node], fleaf[node]) != 0
-    raise ShapeError("the trees have a cycle (a walk visited more nodes than there are)")
+    feat = np.asarray(attrs["nodes_featureids"], dtype=np.int64)
+    split = np.asarray(attrs["nodes_splits"], dtype=np.float64)
+    prep = {"feat": feat, "split64": split, "split32": split.astype(np.float32),
+            "mode": mode, "modes": sorted(set(mode.tolist()) - {6}),
+            "tid": np.asarray(attrs["nodes_truenodeids"], dtype=np.int64),
+            "tleaf": np.asarray(attrs["nodes_trueleafs"]) != 0,
+            "fid": np.asarray(attrs["nodes_falsenodeids"], dtype=np.int64),
+            "fleaf": np.asarray(attrs["nodes_falseleafs"]) != 0,
+            "miss": np.asarray(attrs["nodes_missing_value_tracks_true"] or
+                               [0] * len(feat)) != 0,
+            "members": _member_sets(attrs) if (mode == 6).any() else {},
+            "roots": np.asarray(attrs["tree_roots"], dtype=np.int64),
+            "root_leaf": np.asarray(attrs["roots_are_leaves"] or [0] * len(attrs["tree_roots"]),
+                                    bool)}
+    prep["weight"], prep["has"] = _leaf_table(attrs, n_targets)
+    if len(_PREPARED) > 256:
+        _PREPARED.clear()
+    _PREPARED[key] = (parts, prep)
+    return prep
 
 
-def _tree_raw(attrs, x, n_targets):
-    """(sums (N, T), has-a-score mask (N, T)) aggregated over the trees."""
-    leaves = _tree_leaves(attrs, x)
-    n, trees = leaves.shape
-    nleaf = int(max(max(attrs["leaf_entries"], default=-1), leaves.max(initial=-1))) + 1
+def _leaf_table(attrs, n_targets):
+    """(weight, has) per (leaf, target): entries of one leaf combined by the aggregate."""
+    entries = attrs["leaf_entries"]
+    nleaf = max(max(entries, default=-1), max(attrs["tree_roots"], default=-1),
+                max(attrs["nodes_truenodeids"], default=-1),
+                max(attrs["nodes_falsenodeids"], default=-1)) + 1
     weight = np.zeros((nleaf, n_targets))
     has = np.zeros((nleaf, n_targets), bool)
     agg = attrs["aggregate_function"]
     if agg in ("MIN", "MAX"):
         weight[:] = np.inf if agg == "MIN" else -np.inf
-    for leaf, t, w in zip(attrs["leaf_entries"], attrs["leaf_targetids"],
-                          attrs["leaf_weights"]):
+    for leaf, t, w in zip(entries, attrs["leaf_targetids"], attrs["leaf_weights"]):
         if agg == "MIN":
             weight[leaf, t] = min(weight[leaf, t], w)
         elif agg == "MAX":
@@ -718,7 +720,52 @@ def _tree_raw(attrs, x, n_targets):
         else:
             weight[leaf, t] += w
         has[leaf, t] = True
-    got, seen = weight[leaves], has[leaves]  # (N, trees, T)
+    return weight, has
+
+
+def _tree_leaves(attrs, prep, x) -> np.ndarray:
+    """(N, trees) leaf index reached by every row in every tree (vectorised walk)."""
+    single = attrs["single_precision"] and x.dtype != np.float64
+    rows = _rows(x).astype(np.float32 if single else np.float64)
+    split = prep["split32"] if single else prep["split64"]
+    feat, mode = prep["feat"], prep["mode"]
+    if feat.size and (feat.max() >= rows.shape[1] or feat.min() < 0):
+        raise ShapeError(f"the trees read feature {int(feat.max())}; the input has "
+                         f"{rows.shape[1]} features")
+    n, trees = rows.shape[0], len(prep["roots"])
+    pos = np.tile(prep["roots"], (n, 1))
+    at_leaf = np.tile(prep["root_leaf"], (n, 1))
+    r_idx = np.repeat(np.arange(n)[:, None], trees, axis=1)
+    for _ in range(len(feat) + 1):
+        live = ~at_leaf
+        if not live.any():
+            return pos
+        node, r = pos[live], r_idx[live]
+        v, s = rows[r, feat[node]], split[node]
+        if prep["modes"] == [0] and not prep["members"]:
+            cond = v <= s
+        else:
+            m = mode[node]
+            cond = np.zeros(node.shape, bool)
+            for code in prep["modes"]:
+                sel = m == code
+                cond[sel] = _COMPARE[code](v[sel], s[sel])
+            for k in np.unique(node[m == 6]):
+                sel = node == k
+                cond[sel] = np.isin(v[sel], prep["members"].get(int(k), np.empty(0)))
+        cond |= prep["miss"][node] & np.isnan(v)
+        pos[live] = np.where(cond, prep["tid"][node], prep["fid"][node])
+        at_leaf[live] = np.where(cond, prep["tleaf"][node], prep["fleaf"][node])
+    raise ShapeError("the trees have a cycle (a walk visited more nodes than there are)")
+
+
+def _tree_raw(attrs, x, n_targets):
+    """(sums (N, T), has-a-score mask (N, T)) aggregated over the trees."""
+    prep = _prepared(attrs, n_targets)
+    leaves = _tree_leaves(attrs, prep, x)
+    trees = leaves.shape[1]
+    agg = attrs["aggregate_function"]
+    got, seen = prep["weight"][leaves], prep["has"][leaves]  # (N, trees, T)
     if agg == "MIN":
         out = np.where(seen, got, np.inf).min(axis=1)
     elif agg == "MAX":
