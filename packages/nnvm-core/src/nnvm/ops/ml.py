@@ -821,7 +821,7 @@ register_op("tree_ensemble", doc="Tree ensemble regression (ONNX ml TreeEnsemble
 def _tree_cls_ref(attrs, x):
     """onnxruntime's TreeEnsembleClassifier. Three or more classes: base values are added,
     the label is the best class among those with a score (raw, before the transform). Two
-    classes follow its TreeAggregatorClassifier row by row (``_two_class_row``)."""
+    classes follow its TreeAggregatorClassifier (``_two_classes``)."""
     labels, kind = _label_info(attrs)
     n_cls = len(labels)
     s, seen = _tree_raw(attrs, np.asarray(x), n_cls)
@@ -834,46 +834,41 @@ def _tree_cls_ref(attrs, x):
         return _label_array(labels, picks, kind), post_transform(s, mode).astype(np.float32)
     binary = len(set(attrs["leaf_targetids"])) == 1  # one class column carries every weight
     positive = min(attrs["leaf_weights"], default=0.0) >= 0
-    picks, rows = [], []
-    for sr, hr in zip(s, seen):
-        pick, z = _two_class_row(sr, hr, base, mode, binary, positive)
-        picks.append(pick)
-        rows.append(z)
+    picks, z = _two_classes(s, seen, base, mode, binary, positive)
     if not binary and kind == "int64":  # onnxruntime returns 1 / 0 here, not the labels
         labels = [0, 1]
-    return _label_array(labels, picks, kind), np.asarray(rows, dtype=np.float32)
+    return _label_array(labels, picks, kind), z.astype(np.float32)
 
 
-def _two_class_row(s, has, base, mode, binary, positive):
-    """(label index, two scores) of one row of a two-class tree ensemble, as onnxruntime 1.31
+def _two_classes(s, seen, base, mode, binary, positive):
+    """(label indices, (N, 2) scores) of a two-class tree ensemble, as onnxruntime 1.31
     computes them (checked case by case against it): which base values exist and whether
-    class 1 got a leaf weight decide between a (class 0, class 1) pair and a single score
-    expanded by ``write_scores``; a class no leaf weight reached scores 0."""
-    s0, s1 = float(s[0]), float(s[1])
-    h0, h1 = bool(has[0]), bool(has[1])
-    add, single = -1, False
+    class 1 got a leaf weight decide, per row, between a (class 0, class 1) pair and a
+    single score expanded by ``write_scores``; a class no leaf weight reached scores 0."""
+    s0, s1 = s[:, 0].copy(), s[:, 1].copy()
+    h0, h1 = seen[:, 0], seen[:, 1]
+    add = np.full(len(s0), -1)
+    single = np.zeros(len(s0), bool)
     if base.size == 2:
-        if h1:
-            s1 = base[1] + s0
-            s0 = -s1
-        else:
-            s0, s1 = s0 + base[0], s1 + base[1]
+        moved = base[1] + s0
+        s0, s1 = np.where(h1, -moved, s0 + base[0]), np.where(h1, moved, s1 + base[1])
     elif base.size == 1:
-        s0 += base[0]
-        single = not h1
+        s0, single = s0 + base[0], ~h1
     else:
-        add, single = 3, not h1
-    pos = s1 if (not single and h1) else (s0 if h0 else 0.0)
+        add[:], single = 3, ~h1
+    pos = np.where(~single & h1, s1, np.where(h0, s0, 0.0))
     if binary:
         win = pos > (0.5 if positive else 0.0)
-        add = (0 if win else 1) if positive else (2 if win else 3)
+        add = np.where(win, 0, 1) if positive else np.where(win, 2, 3)
     else:
         win = pos > 0
-    s0 = s0 if h0 else 0.0
-    if not single:
-        return int(win), post_transform(np.array([[s0, s1 if h1 else 0.0]]), mode)[0]
-    z = write_scores(np.array([[s0]]), mode, add)[0]
-    return int(win), np.pad(z, (0, 2 - z.size))
+    s0 = np.where(h0, s0, 0.0)
+    z = post_transform(np.stack([s0, np.where(h1, s1, 0.0)], axis=1), mode)
+    for code in np.unique(add[single]):
+        rows = single & (add == code)
+        one = write_scores(s0[rows, None], mode, int(code))
+        z[rows] = np.pad(one, ((0, 0), (0, 2 - one.shape[1])))
+    return win.astype(np.int64), z
 
 
 def _tree_cls_width(attrs, n_cls, f):
