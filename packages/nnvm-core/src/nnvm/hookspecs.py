@@ -40,7 +40,9 @@ def nnvm_register_passes(registry) -> None:
     """Register passes and named pipelines.
 
     Called when the pass registry is first used. Decorate pass functions with
-    ``registry.register_pass(name, requires=..., provides=..., opt_level=...)`` and set
+    ``registry.register_pass(name, requires=..., provides=..., invalidates=...,
+    opt_level=...)`` (``invalidates``: the graph attributes a rewrite makes stale, e.g.
+    ``registry.DERIVED``; the pass manager drops them) and set
     pipelines with ``registry.register_pipeline(name, [pass names], plevel)``; a pipeline
     registered with a higher plevel replaces a lower one (the passes package replaces core's
     ``default`` pipeline this way).
