@@ -391,8 +391,9 @@ def main(argv=None) -> int:
                    help="build target (reference is fast; llvm takes seconds per case)")
     p.add_argument("--check-seeds", action="store_true")
     args = p.parse_args(argv)
-    global TARGET
+    global TARGET, CASE_TIMEOUT_S
     TARGET = args.target
+    CASE_TIMEOUT_S = 10 if TARGET == "reference" else 60
     if args.replay is not None:
         return replay(args.replay, not args.no_node_tests)
     if args.check_seeds:

@@ -87,3 +87,18 @@ def test_llvm_layer_norm_broadcasts_scale_and_bias(gamma_shape):
     want, got = (nnvm.compiler.build(y, target=t, shape=shapes, params=dict(params)).run(x=xv)[0]
                  for t in ("reference", "llvm"))
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("make", [
+    lambda x: sym.sqrt(sym.cast(x, dtype="int64")),  # fuzzer case 23000417 (Sqrt of int64)
+    lambda x: sym.broadcast_less(sym.cast(x, dtype="bool"), sym.cast(x, dtype="bool")),
+])
+def test_llvm_op_on_a_dtype_tvm_cannot_compile_is_an_nnvm_error(make):
+    """An op on a dtype its ONNX schema forbids (onnx.checker rejects such models; with
+    check=False they import) raised TVM's raw InternalError from the llvm build."""
+    pytest.importorskip("tvm")
+    from nnvm.errors import NNVMError
+
+    y = make(sym.Variable("x"))
+    with pytest.raises(NNVMError, match="cannot be compiled by TVM"):
+        nnvm.compiler.build(y, target="llvm", shape={"x": (4,)}, dtype="float32")

@@ -216,13 +216,33 @@ def _compile_all(funcs: dict, tgt, workdir: str) -> tuple[bytes, list[str]]:
             try:
                 tvm.compile(tvm.IRModule({name: f}), target=tgt)
             except Exception:  # noqa: BLE001
-                funcs[name] = (make_plain().with_attr("global_symbol", name), make_plain)
+                plain = make_plain().with_attr("global_symbol", name)
+                _compile_plain(name, plain, tgt)
+                funcs[name] = (plain, make_plain)
                 fallbacks.append(name)
         lib = tvm.compile(tvm.IRModule({n: f for n, (f, _) in funcs.items()}), target=tgt)
     so = os.path.join(workdir, "lib.so")
     lib.export_library(so, addons=[_threadpool_object(workdir)])
     with open(so, "rb") as f:
         return f.read(), fallbacks
+
+
+def _compile_plain(name: str, func, tgt) -> None:
+    """Compile a kernel's unscheduled loop nest alone; a failure here is no schedule's fault
+    but an op applied to a dtype TVM cannot generate code for (sqrt of int64, less on bool:
+    models onnx.checker rejects, imported with check=False; found by scripts/fuzz_onnx.py
+    --target llvm), reported as an NNVMError naming the kernel instead of a raw TVM error."""
+    try:
+        tvm.compile(tvm.IRModule({name: func}), target=tgt)
+    except Exception as exc:  # noqa: BLE001 - TVM's InternalError and friends
+        first = next((ln.strip() for ln in str(exc).splitlines() if "Check failed" in ln),
+                     str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
+        raise NNVMError(format_error(
+            f"llvm build, kernel '{name}'", "cannot be compiled by TVM", got=first[:300],
+            fix="The model applies an op to a dtype its ONNX schema does not allow (for "
+                "example Sqrt of int64 or Less on bool; onnx.checker reports it), which "
+                "only the reference target runs: fix the model or use target='reference'"
+        )) from None
 
 
 def build_module(graph, params, target, config) -> LLVMModule:
