@@ -217,3 +217,22 @@ def test_cubic_exclude_outside_compiled_and_antialias_keeps_the_reference():
     lib = nnvm.compiler.build(y, target="llvm", shape={"x": x.shape})
     assert lib.stats()["fallback_ops"] == ["resize"]
     assert "antialiased" in lib.stats()["unsupported_ops"]["resize"]
+
+
+@pytest.mark.parametrize("dtype,tol", [("float16", 1e-3), ("float64", 1e-12)])
+def test_recurrent_layer_in_other_float_types(rng, dtype, tol):
+    """float16 accumulates in float32 inside the kernel, float64 stays float64."""
+    seq, batch, n_in, hid = 9, 2, 5, 16
+    values = {"X": rng.uniform(-1, 1, (seq, batch, n_in)).astype(dtype),
+              "W": rng.uniform(-0.5, 0.5, (1, 4 * hid, n_in)).astype(dtype),
+              "R": rng.uniform(-0.5, 0.5, (1, 4 * hid, hid)).astype(dtype)}
+    y = sym.lstm(*[sym.Variable(n) for n in values], hidden_size=hid)
+    shape, types = {k: v.shape for k, v in values.items()}, {k: dtype for k in values}
+    params = {"W": values["W"], "R": values["R"]}
+    lib = nnvm.compiler.build(y, target="llvm", shape=shape, dtype=types, params=params)
+    ref = nnvm.compiler.build(y, target="reference", shape=shape, dtype=types, params=params)
+    assert lib.stats()["num_fallback_kernels"] == 0, lib.stats()["unsupported_ops"]
+    for got, want in zip(lib.run(X=values["X"]), ref.run(X=values["X"])):
+        assert got.dtype == want.dtype == np.dtype(dtype)
+        np.testing.assert_allclose(got.astype("float64"), want.astype("float64"), rtol=tol,
+                                   atol=tol)
