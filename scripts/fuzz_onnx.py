@@ -15,7 +15,8 @@ The coverage line says which share of cases reached each step (import, build, ru
 test (tests/frontend_onnx/test_fuzz.py) runs 20,000 cases; run longer by hand:
 
     python scripts/fuzz_onnx.py --cases 100000 --seed 1 --workers 2
-    python scripts/fuzz_onnx.py --replay 1000003042      # one case in-process, full traceback
+    python scripts/fuzz_onnx.py --cases 3000 --seed 2 --target llvm   # TVM builds: slower
+    python scripts/fuzz_onnx.py --replay 1000003042      # one case in-process, its traceback
 """
 
 from __future__ import annotations
@@ -380,16 +381,20 @@ def replay(cs: int, node_tests: bool = True) -> int:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--cases", type=int, default=20000)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--workers", type=int, default=min(os.cpu_count() or 1, 4))
+    p.add_argument("--cases", type=int, default=20000, help="how many cases to run")
+    p.add_argument("--seed", type=int, default=0, help="campaign seed (case i's seed is "
+                   "seed * 1000003 + i)")
+    p.add_argument("--workers", type=int, default=min(os.cpu_count() or 1, 4),
+                   help="forked worker processes")
     p.add_argument("--time-budget", type=float, default=None, help="seconds")
     p.add_argument("--no-node-tests", action="store_true",
                    help="seeds without the onnx node tests (faster start)")
-    p.add_argument("--replay", type=int, default=None, metavar="CASE_SEED")
+    p.add_argument("--replay", type=int, default=None, metavar="CASE_SEED",
+                   help="make and run one case in this process, printing what it raised")
     p.add_argument("--target", default="reference",
                    help="build target (reference is fast; llvm takes seconds per case)")
-    p.add_argument("--check-seeds", action="store_true")
+    p.add_argument("--check-seeds", action="store_true",
+                   help="check that every seed imports, builds and runs unmutated")
     args = p.parse_args(argv)
     global TARGET, CASE_TIMEOUT_S
     TARGET = args.target
