@@ -102,3 +102,14 @@ def test_llvm_op_on_a_dtype_tvm_cannot_compile_is_an_nnvm_error(make):
     y = make(sym.Variable("x"))
     with pytest.raises(NNVMError, match="cannot be compiled by TVM"):
         nnvm.compiler.build(y, target="llvm", shape={"x": (4,)}, dtype="float32")
+
+
+def test_llvm_integer_mean_truncates_like_the_reference():
+    """mean of an int tensor (fuzzer case 23001582 on llvm, a ReduceMean given int16) made
+    TVM refuse an ambiguous integer '/'; now a truncating division, equal to the reference."""
+    pytest.importorskip("tvm")
+    y = sym.mean(sym.Variable("x"), axis=(1,))
+    xv = np.array([[1, 2, 4], [-7, 0, 1], [5, 5, 6]], "int32")
+    want, got = (nnvm.compiler.build(y, target=t, shape={"x": (3, 3)}, dtype="int32"
+                                     ).run(x=xv)[0] for t in ("reference", "llvm"))
+    np.testing.assert_array_equal(got, want)

@@ -306,9 +306,12 @@ def _reduce_rule(fn, mean=False):
             return te.compute(outs[0][0], lambda *i: x[i], name=ctx.name)
         out = fn(x, axis=list(axes), keepdims=bool(attrs.get("keepdims")))
         if mean:
-            count = int(np.prod([int(x.shape[a]) for a in axes]))
-            out = te.compute(out.shape, lambda *i: out[i] / _const(count, x.dtype),
-                             name=ctx.name)
+            count = _const(int(np.prod([int(x.shape[a]) for a in axes])), x.dtype)
+            # integers: truncating division, as the reference's mean cast back to the dtype
+            # (TVM refuses a bare "/" on ints; found by scripts/fuzz_onnx.py --target llvm)
+            div = (lambda v: tvm.tirx.truncdiv(v, count)) if "int" in str(x.dtype) else \
+                (lambda v: v / count)
+            out = te.compute(out.shape, lambda *i: div(out[i]), name=ctx.name)
         return topi.reshape(out, outs[0][0]) if tuple(out.shape) != tuple(outs[0][0]) else out
     return rule
 
