@@ -179,6 +179,30 @@ def test_changed_params_are_rebound_on_the_next_run():
     np.testing.assert_allclose(lib.run(x=xv)[0], 2 * base + 3, rtol=1e-5, atol=1e-5)
 
 
+def test_a_param_fed_to_run_does_not_hide_a_later_set_input():
+    """An overridable default (graph attr ``input_defaults``: compiled as an input, held as
+    a param) fed to ``run`` as an exact array, then rebound with ``set_input``: the rebound
+    value is used. The fast path used to keep the fed array, which won over the param."""
+    from nnvm.ir import Graph
+
+    rng = np.random.default_rng(6)
+    x = sym.Variable("x")
+    w = rng.standard_normal((4, 8)).astype("float32")
+    graph = Graph(sym.dense(x, units=4, use_bias=False, name="fc").outputs)
+    lib = nnvm.compiler.build(graph.with_attrs(input_defaults=["fc_weight"]), target="llvm",
+                              shape={"x": (2, 8)}, params={"fc_weight": w})
+    assert lib.input_names == ["x"] and "fc_weight" in lib.params
+    xv = rng.standard_normal((2, 8)).astype("float32")
+    np.testing.assert_allclose(lib.run(x=xv)[0], xv @ w.T, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(lib.run(x=xv, fc_weight=2 * w)[0], 2 * xv @ w.T,
+                               rtol=1e-5, atol=1e-5)
+    lib.set_input(fc_weight=3 * w)
+    np.testing.assert_allclose(lib.run(x=xv)[0], 3 * xv @ w.T, rtol=1e-5, atol=1e-5)
+    lib.run(x=xv, fc_weight=2 * w)
+    lib.params["fc_weight"] = w  # the params dict is the other way to rebind
+    np.testing.assert_allclose(lib.run(x=xv)[0], xv @ w.T, rtol=1e-5, atol=1e-5)
+
+
 def test_an_entry_in_a_folder_of_another_user_is_never_loaded(artifact, tmp_path):
     """Whoever can write the cached executor chooses the code ``run`` executes: a
     ``runtime/`` folder owned by another user is not read (the executor is compiled

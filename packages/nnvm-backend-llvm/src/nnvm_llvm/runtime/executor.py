@@ -536,8 +536,8 @@ class LLVMModule(Module):
         with self._lock:
             for k, v in inputs.items():
                 want = exact.get(k)
-                if want is not None and type(v) is np.ndarray and v.dtype == want[0] \
-                        and v.shape == want[1]:
+                if want is not None and k not in self.params and type(v) is np.ndarray \
+                        and v.dtype == want[0] and v.shape == want[1]:
                     self._feed[k] = v
                 else:
                     self._bind(k, v)
@@ -545,6 +545,14 @@ class LLVMModule(Module):
                 return super().run()  # raises the missing-input error
             self._outputs = self._execute(self._feed)
             return list(self._outputs)
+
+    def _store(self, name: str, arr: np.ndarray) -> None:
+        """Rebinding a param (an overridable initializer, ``set_input(W=...)``) also drops
+        a value the fast path of ``run`` kept for it, which would otherwise win over the
+        param in every later run."""
+        super()._store(name, arr)
+        if name in self.params:
+            self._feed.pop(name, None)
 
     def _execute(self, feed: dict[str, np.ndarray]) -> list[np.ndarray]:
         self._sync_params()
