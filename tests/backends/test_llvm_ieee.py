@@ -92,3 +92,21 @@ def test_cnn_fed_nan_returns_nan():
                               opt_level=3).run(data=data)[0]
     assert np.isnan(ref).all()
     np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+
+
+def test_softmax_of_fully_masked_rows():
+    """Attention masks a row completely with -inf: its row max must be -inf (not the lowest
+    finite float, which the max reducer's identity used to be), so ``where(max == -inf, 0,
+    softmax)`` zeroes the row as onnxruntime does; softmax itself gives NaN there, as NumPy."""
+    scores = np.array([[-np.inf] * 4, [0.5, -np.inf, 1.0, -2.0], [-np.inf, 3.0, -np.inf, 0.0],
+                       [-np.inf] * 4], "float32")
+    row_max = sym.max(x, axis=1, keepdims=True)
+    masked = sym.broadcast_equal(row_max, sym.full(shape=(4, 1), fill_value=-np.inf))
+    safe = sym.where(sym.broadcast_to(masked, shape=scores.shape),
+                     sym.zeros_like(x), sym.softmax(x))
+    with np.errstate(all="ignore"):
+        _compare(sym.Group([row_max, sym.softmax(x), safe]), {"x": scores},
+                 {"x": scores.shape})
+        got = nnvm.compiler.build(safe, target="llvm", shape={"x": scores.shape}).run(
+            x=scores)[0]
+    np.testing.assert_array_equal(got[[0, 3]], 0.0)

@@ -318,8 +318,13 @@ def _reduce_rule(fn, mean=False):
 
 def _nan_reduce(combine, plain):
     """max/min reductions that return NaN when a reduced element is NaN (``np.max``);
-    ``te.max``'s reducer skips NaN. Non-float dtypes keep topi's own reducer."""
-    lowest = {"max": lambda t: tvm.te.min_value(t), "min": lambda t: tvm.te.max_value(t)}
+    ``te.max``'s reducer skips NaN. Non-float dtypes keep topi's own reducer.
+
+    The identity is -inf (+inf for min), not the lowest finite value ``te.min_value``
+    gives: a row of all -inf (a fully masked attention row) must reduce to -inf, as NumPy
+    and onnxruntime do, or ``max == -inf`` tests downstream never fire."""
+    lowest = {"max": lambda t: tvm.tirx.const(-np.inf, t),
+              "min": lambda t: tvm.tirx.const(np.inf, t)}
     reducer = te.comm_reducer(lambda a, b: combine(a, b), lowest[plain.__name__],
                               name=f"nan_{plain.__name__}")
 
@@ -352,14 +357,23 @@ register("prod", "reduce")(_reduce_rule(topi.prod))
 register("mean", "reduce")(_reduce_rule(topi.sum, mean=True))
 
 
-@register("softmax", "softmax")
-def _softmax(attrs, ins, outs, ctx):
-    return topi.nn.softmax(ins[0], attrs["axis"])
+def _half_in_float32(fn):
+    """``fn`` computed in float32 for float16/bfloat16 inputs, rounded once at the end: a
+    softmax whose exp, row sum and division each round to float16 is off by an ulp on
+    ~1-10% of elements (attention in fp16), while onnxruntime and the reference round
+    once."""
+    def rule(attrs, ins, outs, ctx):
+        x = ins[0]
+        if str(x.dtype) not in ("float16", "bfloat16"):
+            return fn(x, attrs["axis"])
+        y = fn(te.compute(x.shape, lambda *i: x[i].astype("float32"), name=ctx.name + "_f32"),
+               attrs["axis"])
+        return te.compute(y.shape, lambda *i: y[i].astype(x.dtype), name=ctx.name)
+    return rule
 
 
-@register("log_softmax", "softmax")
-def _log_softmax(attrs, ins, outs, ctx):
-    return topi.nn.log_softmax(ins[0], attrs["axis"])
+register("softmax", "softmax")(_half_in_float32(topi.nn.softmax))
+register("log_softmax", "softmax")(_half_in_float32(topi.nn.log_softmax))
 
 
 # -- dense / matmul -------------------------------------------------------------------------
