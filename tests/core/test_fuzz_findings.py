@@ -113,3 +113,13 @@ def test_llvm_integer_mean_truncates_like_the_reference():
     want, got = (nnvm.compiler.build(y, target=t, shape={"x": (3, 3)}, dtype="int32"
                                      ).run(x=xv)[0] for t in ("reference", "llvm"))
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("groups", [-1, 0, 3])
+def test_group_norm_groups_must_split_the_channels(groups):
+    """num_groups -1 (fuzzer case 23002417) ran on reference through NumPy's reshape(-1) and
+    crashed the llvm build; every target now refuses it when shapes are inferred."""
+    x, g, b = sym.Variable("x"), sym.Variable("g"), sym.Variable("b")
+    y = sym.group_norm(x, g, b, num_groups=groups, epsilon=1e-5)
+    with pytest.raises(ShapeError, match=f"num_groups {groups} must be at least 1 and divide"):
+        nnvm.compiler.build(y, target="reference", shape={"x": (2, 4, 3)})

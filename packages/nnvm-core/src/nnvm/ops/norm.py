@@ -145,11 +145,21 @@ def _group_norm_ref(attrs, x, gamma, beta):
     return to_dtype(y * gamma.reshape(shp) + beta.reshape(shp), x)
 
 
+def _group_norm_shape(attrs, ins, outs):
+    """Channel params, after checking the groups split the channels: a num_groups of -1 ran
+    on reference (NumPy reshapes to -1) and crashed the llvm build (scripts/fuzz_onnx.py)."""
+    x, g = ins[0], attrs["num_groups"]
+    if x is not None and (g < 1 or len(x) < 2 or x[1] % g):
+        raise ShapeError(f"num_groups {g} must be at least 1 and divide the channels (axis 1 "
+                         f"of {tuple(x)})")
+    return _channel_params(attrs, ins, outs)
+
+
 register_once("group_norm", doc="ONNX GroupNormalization (opset 21): normalise channel groups "
               "per sample, then per-channel scale and shift.",
               inputs=("data", "gamma", "beta"),
               params=[Param("num_groups", "int", doc="channel groups"), _EPS],
-              shape=_channel_params, dtype=same_dtype, reference=_group_norm_ref,
+              shape=_group_norm_shape, dtype=same_dtype, reference=_group_norm_ref,
               pattern=OPAQUE, support_level=1)
 
 
