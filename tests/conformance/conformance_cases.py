@@ -1,0 +1,236 @@
+"""The one op case table of the conformance suite: every case any backend suite used.
+
+Two sources, merged into :data:`CASES` (``[Case]``):
+
+- the forward ``CASES`` (``nnvm.testing.OpCase``) of tests/core/test_ops_{elemwise,nn,reduce,
+  transform}.py, which the core tests also check against independent NumPy formulas;
+- the cases written for the llvm lowering rules (ONNX-family math, indexing, nn-in-ONNX-form
+  ops and the attribute variants of the heavy ops), kept here as data: shapes, attributes,
+  which inputs are params (so weight-packing paths run), value range and input dtypes.
+
+Every case is materialised once (seeded), so every target sees the same arrays.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+CORE = pathlib.Path(__file__).resolve().parents[1] / "core"
+FAMILIES = ("elemwise", "nn", "reduce", "transform")
+
+
+@dataclass
+class Case:
+    """One op invocation: ``arrays`` feed the op's inputs in order; ``params`` are the indices
+    bound as build-time params; ``rtol`` widens the per-dtype tolerance for this case."""
+
+    op: str
+    id: str
+    attrs: dict
+    arrays: list = field(default_factory=list)
+    params: tuple = ()
+    rtol: float = 0.0
+
+
+def _core_module(family):
+    path = CORE / f"test_ops_{family}.py"
+    spec = importlib.util.spec_from_file_location(f"_conformance_cases_{family}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _core_cases() -> list[Case]:
+    return [Case(c.op, f"{family}{k}", dict(c.attrs), c.arrays("float32"), (), c.rtol)
+            for family in FAMILIES for k, c in enumerate(_core_module(family).CASES)]
+
+
+# -- lowering-rule cases: op -> (input shapes, attrs, param indices, value range[, dtypes]) ---
+X = (2, 3, 4, 5)
+UNARY_POS = ("log", "sqrt", "reciprocal")
+LOWERING: dict[str, tuple] = {
+    "dense": ([(3, 16), (32, 16), (32,)], {"units": 32}, (1, 2), None),
+    "matmul": ([(2, 4, 5), (2, 5, 3)], {}, (), None),
+    "conv2d": ([(1, 3, 9, 9), (16, 3, 3, 3), (16,)],
+               {"channels": 16, "kernel_size": (3, 3), "padding": (1, 1)}, (1, 2), None),
+    "max_pool2d": ([(1, 4, 9, 9)], {"pool_size": (3, 3), "strides": (2, 2),
+                                    "padding": (1, 1), "ceil_mode": True}, (), None),
+    "avg_pool2d": ([(1, 4, 8, 8)], {"pool_size": (3, 3), "strides": (2, 2),
+                                    "padding": (1, 1)}, (), None),
+    "global_max_pool2d": ([(2, 4, 5, 6)], {}, (), None),
+    "global_avg_pool2d": ([(2, 4, 5, 6)], {}, (), None),
+    "softmax": ([(4, 33)], {"axis": -1}, (), None),
+    "log_softmax": ([(3, 4, 5)], {"axis": 1}, (), None),
+    "sum": ([X], {"axis": (1, 3)}, (), None),
+    "mean": ([X], {"axis": (2,), "keepdims": True}, (), None),
+    "max": ([X], {"axis": (0,), "exclude": True}, (), None),
+    "min": ([X], {}, (), None),
+    "prod": ([(3, 4)], {"axis": (1,)}, (), (0.5, 1.5)),
+    "reshape": ([X], {"shape": (6, -1)}, (), None),
+    "flatten": ([X], {}, (), None),
+    "expand_dims": ([(3, 4)], {"axis": 1, "num_newaxis": 2}, (), None),
+    "squeeze": ([(3, 1, 4, 1)], {}, (), None),
+    "reshape_like": ([(3, 4), (2, 6)], {}, (), None),
+    "transpose": ([X], {"axes": (0, 2, 3, 1)}, (), None),
+    "concatenate": ([(2, 3), (2, 5)], {"axis": 1, "num_args": 2}, (), None),
+    "broadcast_to": ([(3, 1)], {"shape": (3, 4)}, (), None),
+    "pad": ([(2, 3)], {"pad_width": ((1, 0), (2, 1)), "pad_value": 1.5}, (), None),
+    "leaky_relu": ([X], {"alpha": 0.1}, (), None),
+    "clip": ([X], {"a_min": -0.5, "a_max": 0.5}, (), None),
+    "cast": ([X], {"dtype": "float64"}, (), None),
+    "elemwise_sum": ([X, X, X], {"num_args": 3}, (), None),
+    "where": ([(3, 4), (3, 4), (3, 4)], {}, (), None, {0: "bool"}),
+}
+for _op in ("elemwise_add", "elemwise_sub", "elemwise_mul", "elemwise_div"):
+    LOWERING[_op] = ([X, X], {}, (), (0.5, 2.0))
+for _op in ("broadcast_add", "broadcast_sub", "broadcast_mul", "broadcast_div",
+            "broadcast_pow", "broadcast_maximum", "broadcast_minimum"):
+    LOWERING[_op] = ([(2, 3, 4), (3, 1)], {}, (), (0.5, 2.0))
+for _op in ("__add_scalar__", "__sub_scalar__", "__rsub_scalar__", "__mul_scalar__",
+            "__div_scalar__", "__rdiv_scalar__", "__pow_scalar__", "__rpow_scalar__"):
+    LOWERING[_op] = ([X], {"scalar": 1.5}, (), (0.5, 2.0))
+for _op in ("relu", "tanh", "sigmoid", "exp", "log", "sqrt", "erf", "sin", "cos", "floor",
+            "ceil", "round", "trunc", "negative", "abs", "reciprocal", "sign", "softplus",
+            "softsign", "copy", "block_grad", "dropout", "zeros_like", "ones_like"):
+    LOWERING[_op] = ([X], {}, (), (0.1, 3.0) if _op in UNARY_POS else None)
+for _op in ("tan", "atan", "sinh", "cosh", "asinh", "hard_swish", "mish", "elu", "selu",
+            "celu", "swish", "isnan", "isinf"):
+    LOWERING[_op] = ([X], {}, (), (-3.0, 3.0))
+for _op in ("asin", "acos", "atanh"):
+    LOWERING[_op] = ([X], {}, (), (-0.9, 0.9))
+LOWERING["acosh"] = ([X], {}, (), (1.1, 3.0))
+LOWERING["hard_sigmoid"] = ([X], {"alpha": 0.3, "beta": 0.4}, (), (-4.0, 4.0))
+LOWERING["thresholded_relu"] = ([X], {"alpha": 0.5}, (), None)
+LOWERING["shrink"] = ([X], {"bias": 0.2, "lambd": 0.6}, (), None)
+LOWERING["gelu"] = ([X], {}, (), (-3.0, 3.0))
+LOWERING["prelu"] = ([X, (3, 1, 1)], {}, (1,), None)
+LOWERING["logical_not"] = ([X], {}, (), None, {0: "bool"})
+LOWERING["bitwise_not"] = ([X], {}, (), (-50, 50), {0: "int32"})
+for _op in ("broadcast_equal", "broadcast_not_equal", "broadcast_greater",
+            "broadcast_greater_equal", "broadcast_less", "broadcast_less_equal"):
+    LOWERING[_op] = ([(2, 3, 4), (3, 1)], {}, (), (0, 3), {0: "int32", 1: "int32"})
+for _op in ("logical_and", "logical_or", "logical_xor"):
+    LOWERING[_op] = ([(2, 3, 4), (3, 1)], {}, (), None, {0: "bool", 1: "bool"})
+for _op in ("bitwise_and", "bitwise_or", "bitwise_xor"):
+    LOWERING[_op] = ([(2, 3, 4), (3, 1)], {}, (), (-100, 100), {0: "int32", 1: "int32"})
+for _op in ("broadcast_left_shift", "broadcast_right_shift"):
+    LOWERING[_op] = ([(2, 3, 4), (3, 1)], {}, (), (0, 8), {0: "uint32", 1: "uint32"})
+LOWERING["broadcast_mod"] = ([(2, 3, 4), (3, 1)], {}, (), (-4.0, 4.0))
+LOWERING["broadcast_fmod"] = ([(2, 3, 4), (3, 1)], {}, (), (-4.0, 4.0))
+LOWERING["take"] = ([(4, 5), (2, 3)], {"axis": 1}, (), (-2, 7), {1: "int32"})
+LOWERING["gather"] = ([(4, 5, 2), (3,)], {"axis": 0}, (), (-4, 4), {1: "int64"})
+LOWERING["gather_elements"] = ([(3, 4), (3, 2)], {"axis": 1}, (), (-4, 4), {1: "int64"})
+LOWERING["gather_nd"] = ([(3, 4, 2), (5, 2)], {}, (), (0, 3), {1: "int64"})
+LOWERING["strided_slice"] = ([(5, 6, 3)], {"begin": (1, -1), "end": (4, 0),
+                                           "stride": (2, -2)}, (), None)
+LOWERING["split"] = ([(2, 6, 3)], {"indices_or_sections": (1, 4), "axis": 1}, (), None)
+LOWERING["_split_like"] = ([(2, 6), (2, 2), (2, 4)], {"num_outputs": 2, "axis": 1}, (), None)
+LOWERING["tile"] = ([(2, 3)], {"reps": (2, 3)}, (), None)
+LOWERING["expand"] = ([(3, 1)], {"shape": (2, 1, 4)}, (), None)
+LOWERING["expand_like"] = ([(3,), (3, 4)], {"axis": (1,)}, (), None)
+LOWERING["trilu"] = ([(2, 4, 5)], {"upper": False, "k": 1}, (), None)
+LOWERING["one_hot"] = ([(2, 3), (2,)], {"depth": 5, "axis": 1}, (), (-5, 5),
+                       {0: "int64", 1: "float32"})
+LOWERING["depth_to_space"] = ([(1, 8, 2, 3)], {"blocksize": 2, "mode": "CRD"}, (), None)
+LOWERING["space_to_depth"] = ([(1, 2, 4, 6)], {"blocksize": 2}, (), None)
+LOWERING["arange"] = ([], {"start": 1.0, "stop": 7.0, "step": 1.5}, (), None)
+LOWERING["eye_like"] = ([(3, 5)], {"k": 1}, (), None)
+LOWERING["cast_like"] = ([X, (2,)], {}, (), (-3.0, 3.0), {1: "int32"})
+LOWERING["collapse_sum_like"] = ([(2, 3, 4), (3, 1)], {}, (), None)
+LOWERING["argmax"] = ([X], {"axis": (2,), "keepdims": True}, (), (0, 3), {0: "int32"})
+LOWERING["argmin"] = ([X], {"axis": (1,)}, (), None)
+LOWERING["cumsum"] = ([(3, 5)], {"axis": 1, "exclusive": True}, (), None)
+LOWERING["cumprod"] = ([(3, 5)], {"axis": 0, "reverse": True}, (), (0.5, 1.5))
+LOWERING["conv"] = ([(1, 4, 7, 6), (6, 2, 3, 2), (6,)],
+                    {"strides": (2, 1), "pads": (1, 0, 1, 1), "dilations": (1, 2), "groups": 2,
+                     "use_bias": True}, (1, 2), None)
+LOWERING["conv_transpose"] = ([(1, 4, 3, 4), (4, 3, 3, 2)],
+                              {"strides": (2, 3), "pads": (1, 0, 0, 1), "groups": 2}, (1,), None)
+LOWERING["max_pool"] = ([(1, 3, 7, 8)], {"kernel_shape": (3, 2), "strides": (2, 2),
+                                         "pads": (1, 0, 1, 1), "ceil_mode": True}, (), None)
+LOWERING["avg_pool"] = ([(1, 3, 7, 8)], {"kernel_shape": (3, 3), "strides": (2, 2),
+                                         "pads": (1, 1, 1, 1)}, (), None)
+LOWERING["lp_pool"] = ([(1, 2, 9)], {"kernel_shape": (3,), "strides": (2,), "p": 3}, (), None)
+LOWERING["global_max_pool"] = ([(2, 3, 4, 2, 3)], {}, (), None)
+LOWERING["global_avg_pool"] = ([(2, 3, 7)], {}, (), None)
+LOWERING["global_lp_pool"] = ([(2, 3, 4, 5)], {"p": 2}, (), None)
+LOWERING["batch_norm"] = ([(2, 3, 4, 5), (3,), (3,), (3,), (3,)], {"epsilon": 1e-3},
+                          (1, 2, 3, 4), (0.5, 2.0))
+LOWERING["layer_norm"] = ([(2, 3, 8), (3, 8), (3, 8)], {"axis": 1}, (1, 2), None)
+LOWERING["rms_norm"] = ([(2, 3, 8), (8,)], {"axis": -1}, (1,), None)
+LOWERING["instance_norm"] = ([(2, 3, 4, 5), (3,), (3,)], {}, (1, 2), None)
+LOWERING["group_norm"] = ([(2, 4, 3, 5), (4,), (4,)], {"num_groups": 2}, (1, 2), None)
+LOWERING["lp_normalization"] = ([(3, 4, 5)], {"axis": 1, "p": 1}, (), None)
+LOWERING["mean_variance_normalization"] = ([X], {}, (), None)
+LOWERING["lrn"] = ([(2, 5, 3, 3)], {"size": 3, "alpha": 0.01}, (), None)
+LOWERING["hardmax"] = ([(3, 4, 5)], {"axis": 1}, (), (0, 3), {0: "int32"})
+LOWERING["det"] = ([(2, 3, 3)], {}, (), None)
+
+#: attribute variants of the heavy ops: id -> (op, shapes, attrs, params, range, dtypes)
+VARIANTS: dict[str, tuple] = {
+    "depthwise": ("conv2d", [(1, 8, 10, 12), (8, 1, 3, 3)],
+                  {"channels": 8, "kernel_size": (3, 3), "groups": 8, "padding": (1, 1),
+                   "use_bias": False}, (1,)),
+    "stride2": ("conv2d", [(2, 5, 11, 11), (24, 5, 3, 3), (24,)],
+                {"channels": 24, "kernel_size": (3, 3), "strides": (2, 2)}, (1, 2)),
+    "1x1-runtime-weight": ("conv2d", [(1, 4, 8, 8), (8, 4, 1, 1)],
+                           {"channels": 8, "kernel_size": (1, 1), "use_bias": False}, ()),
+    "dilated": ("conv2d", [(1, 4, 9, 9), (8, 4, 3, 3)],
+                {"channels": 8, "kernel_size": (3, 3), "dilation": (2, 2), "use_bias": False},
+                (1,)),
+    "grouped": ("conv2d", [(1, 4, 6, 6), (4, 2, 3, 3)],
+                {"channels": 4, "kernel_size": (3, 3), "groups": 2, "use_bias": False}, (1,)),
+    "3d": ("dense", [(2, 3, 16), (20, 16)], {"units": 20, "use_bias": False}, (1,)),
+    "runtime-weight": ("dense", [(5, 16), (48, 16), (48,)], {"units": 48}, ()),
+    "ceil": ("avg_pool2d", [(1, 2, 7, 7)], {"pool_size": (2, 2), "strides": (2, 2),
+                                            "ceil_mode": True, "count_include_pad": True}, ()),
+    "1d-left": ("matmul", [(5,), (2, 5, 3)], {}, ()),
+    "1d-right": ("matmul", [(2, 4, 5), (5,)], {}, ()),
+    "dot": ("matmul", [(5,), (5,)], {}, ()),
+    "1d": ("conv", [(2, 3, 9), (4, 3, 3)], {"pads": (2, 1), "strides": (2,)}, (1,)),
+    "3d-conv": ("conv", [(1, 2, 4, 5, 4), (3, 2, 2, 3, 2)], {"pads": (1, 0, 1, 0, 1, 0)}, ()),
+    "transpose-1d": ("conv_transpose", [(1, 2, 5), (2, 3, 3), (3,)],
+                     {"strides": (2,), "output_padding": (1,), "use_bias": True}, (1, 2)),
+    "3d-dilated": ("max_pool", [(1, 2, 5, 6, 4)], {"kernel_shape": (2, 2, 2),
+                                                   "dilations": (2, 1, 1)}, ()),
+    "include-pad-ceil": ("avg_pool", [(1, 3, 7, 8)],
+                         {"kernel_shape": (3, 3), "strides": (2, 2), "pads": (1, 1, 1, 1),
+                          "count_include_pad": True, "ceil_mode": True}, ()),
+    "tanh": ("gelu", [(3, 7)], {"approximate": "tanh"}, ()),
+    "flat": ("take", [(4, 5), (3,)], {"axis": None}, (), (-6, 6), {1: "int32"}),
+    "sections": ("split", [(2, 6, 3)], {"indices_or_sections": 3, "axis": -2}, ()),
+    "last": ("argmax", [(4, 7)], {"axis": (-1,)}, (), (-6, 6), {0: "int32"}),
+    "int": ("broadcast_mod", [(2, 3), (2, 3)], {}, (), (-6, 6), {0: "int32", 1: "int32"}),
+    "no-bias": ("layer_norm", [(4, 6), (6,)], {"axis": -1, "use_bias": False}, (1,)),
+}
+
+
+def _value(rng, shape, dtype, lo, hi):
+    if dtype == "bool":
+        return rng.uniform(-1, 1, shape) > 0
+    if dtype.startswith(("int", "uint")):
+        return rng.integers(int(lo), int(hi), shape).astype(dtype)
+    return rng.uniform(lo, hi, shape).astype(dtype)
+
+
+def _lowering_case(op, case_id, seed, shapes, attrs, params, value_range=None, dtypes=None):
+    rng = np.random.default_rng(seed)
+    lo, hi = value_range or (-2.0, 2.0)
+    dtypes = dtypes or {}
+    arrays = [_value(rng, s, dtypes.get(i, "float32"), lo, hi) for i, s in enumerate(shapes)]
+    return Case(op, case_id, dict(attrs), arrays, tuple(params))
+
+
+def _lowering_cases() -> list[Case]:
+    out = [_lowering_case(op, "lowering", k, *spec)
+           for k, (op, spec) in enumerate(sorted(LOWERING.items()))]
+    out += [_lowering_case(spec[0], vid, 1000 + k, *spec[1:])
+            for k, (vid, spec) in enumerate(VARIANTS.items())]
+    return out
+
+
+CASES: list[Case] = _core_cases() + _lowering_cases()
