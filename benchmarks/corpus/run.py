@@ -196,7 +196,7 @@ def run_model(entry: dict, target: str, threads: int | None, root: Path | None) 
     got = list(got) if isinstance(got, (list, tuple)) else [got]
     structure = graph.attrs.get("onnx_output_structure")
     if structure:  # sequences / ZipMap maps: the model's own output values, as ORT's
-        from nnvm_onnx.importer import regroup
+        from nnvm.runtime.structured_outputs import regroup
 
         got = regroup(structure, got)
     if len(got) != len(want):

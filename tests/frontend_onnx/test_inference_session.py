@@ -157,3 +157,117 @@ def test_iobinding_writes_into_bound_buffers(tmp_path, target):
     other = nnvm.InferenceSession(_two_outputs(batch=2), target=target, cache_dir=str(tmp_path))
     with pytest.raises(ExecutionError, match="another session"):
         other.run_with_iobinding(b)
+
+
+# -- overridable initializers and structured outputs, as onnxruntime has them --------------------
+
+def _overridable_w(batch="N") -> bytes:
+    """``y = x @ W + b`` whose initializers W and b are also graph inputs (older exporters)."""
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((3, 4)).astype("float32")
+    b = rng.standard_normal(4).astype("float32")
+    ins = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3]),
+           helper.make_tensor_value_info("W", TensorProto.FLOAT, [3, 4]),
+           helper.make_tensor_value_info("b", TensorProto.FLOAT, [4])]
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["xw"]),
+             helper.make_node("Add", ["xw", "b"], ["y"])]
+    graph = helper.make_graph(nodes, "g", ins,
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 4])],
+                              [onnx.numpy_helper.from_array(w, "W"),
+                               onnx.numpy_helper.from_array(b, "b")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                             ir_version=8).SerializeToString()
+
+
+def _args(args) -> list:
+    return [(a.name, tuple(a.shape), a.type) for a in args]
+
+
+@pytest.mark.parametrize("target", ["reference", "llvm"])
+@pytest.mark.parametrize("batch", [2, "N"])
+def test_overridable_initializers_are_optional_inputs_like_onnxruntime(tmp_path, target, batch):
+    if target == "llvm":
+        pytest.importorskip("tvm")
+    model = _overridable_w(batch)
+    ref = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    sess = nnvm.InferenceSession(model, target=target, cache_dir=str(tmp_path))
+    assert _args(sess.get_inputs()) == _args(ref.get_inputs())
+    assert _args(sess.get_overridable_initializers()) == \
+        _args(ref.get_overridable_initializers())
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 3)).astype("float32")
+    w2 = rng.standard_normal((3, 4)).astype("float32")
+    feeds = [{"x": x}, {"x": x, "W": w2}, {"x": x}, {"x": x, "W": w2, "b": np.ones(4, "f")},
+             {"x": x}]  # a fed value is for that call only: the next one is the default again
+    for feed in feeds:
+        np.testing.assert_allclose(sess.run(None, feed)[0], ref.run(None, feed)[0],
+                                   rtol=1e-5, atol=1e-5)
+    with pytest.raises(ExecutionError, match="unknown: \\['V'\\]"):
+        sess.run(None, {"x": x, "V": w2})
+    with pytest.raises(ExecutionError, match="does not match the model's inputs"):
+        sess.run(None, {"W": w2})  # an overridable initializer is no substitute for x
+
+
+def test_overridable_initializers_of_an_exported_artifact(tmp_path):
+    graph, params = nnvm.frontend.from_onnx(_overridable_w(2), shape={"x": (2, 3)})
+    lib = nnvm.compiler.build(graph, target="reference", shape={"x": (2, 3)}, params=params)
+    lib.export(str(tmp_path / "m.nnvm"))
+    ref = ort.InferenceSession(_overridable_w(2), providers=["CPUExecutionProvider"])
+    sess = nnvm.InferenceSession(str(tmp_path / "m.nnvm"))
+    assert _args(sess.get_inputs()) == _args(ref.get_inputs())
+    assert _args(sess.get_overridable_initializers()) == \
+        _args(ref.get_overridable_initializers())
+    x, w2 = np.ones((2, 3), "float32"), np.full((3, 4), 2, "float32")
+    for feed in ({"x": x, "W": w2}, {"x": x}):
+        np.testing.assert_allclose(sess.run(None, feed)[0], ref.run(None, feed)[0], rtol=1e-5)
+
+
+def _zipmap_classifier() -> tuple[bytes, np.ndarray]:
+    """A real skl2onnx export: LogisticRegression on iris, probabilities through ZipMap."""
+    skl2onnx = pytest.importorskip("skl2onnx")
+    datasets = pytest.importorskip("sklearn.datasets")
+    from sklearn.linear_model import LogisticRegression
+
+    x, y = datasets.load_iris(return_X_y=True)
+    x = x.astype("float32")
+    clf = LogisticRegression(max_iter=500).fit(x, y)
+    return skl2onnx.to_onnx(clf, x[:1], target_opset=15).SerializeToString(), x
+
+
+def _same_as_onnxruntime(got: list, want: list) -> None:
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        if isinstance(w, list):  # ZipMap: one {label: probability} per row
+            assert [sorted(d) for d in g] == [sorted(d) for d in w]
+            np.testing.assert_allclose([list(d.values()) for d in g],
+                                       [[d[k] for k in d] for d in w], rtol=1e-5, atol=1e-6)
+        else:
+            np.testing.assert_array_equal(g, w)
+
+
+def test_zipmap_outputs_are_dicts_like_onnxruntime_also_from_the_cache(tmp_path):
+    model, x = _zipmap_classifier()
+    ref = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    for _ in range(2):  # the second session loads the cached .nnvm: no ONNX import
+        sess = nnvm.InferenceSession(model, target="reference", cache_dir=str(tmp_path))
+        assert _args(sess.get_outputs()) == _args(ref.get_outputs())
+        for n in (1, 7):
+            feed = {"X": x[10 * n:11 * n]}
+            _same_as_onnxruntime(sess.run(None, feed), ref.run(None, feed))
+        probs = sess.run(["output_probability"], {"X": x[:2]})[0]
+        assert isinstance(probs, list) and isinstance(probs[0], dict)
+    assert sess.builds == 1
+    cached = [p for p in os.listdir(tmp_path / "sessions") if p.endswith(".nnvm")]
+    sess = nnvm.InferenceSession(str(tmp_path / "sessions" / cached[0]))  # a .nnvm by itself
+    assert [a.name for a in sess.get_outputs()] == [a.name for a in ref.get_outputs()]
+    assert _args(sess.get_outputs())[1] == _args(ref.get_outputs())[1]
+    feed = {"X": x[:1]}
+    _same_as_onnxruntime(sess.run(None, feed), ref.run(None, feed))
+    binding = sess.io_binding()
+    binding.bind_input("X", x[:1])
+    binding.bind_output("output_label")
+    sess.run_with_iobinding(binding)
+    np.testing.assert_array_equal(binding.get_outputs()[0], ref.run(None, feed)[0])
+    binding.bind_output("output_probability")
+    with pytest.raises(ExecutionError, match="is not a tensor"):
+        sess.run_with_iobinding(binding)

@@ -15,6 +15,12 @@ artifact), and every batch size runs by splitting the feed into runs of that siz
 dimensions (a sequence length beside the batch) are compiled once per value, each build
 splitting the batch. A model whose batch cannot be split is compiled on first use for each
 shape fed, one cached module per shape signature, and the reason is logged once.
+
+As in onnxruntime, an initializer the model also lists as a graph input is an overridable
+default: ``get_inputs()`` leaves it out, ``get_overridable_initializers()`` lists it, and
+``run()`` uses a fed value for that call only. Outputs that are not tensors (ZipMap's dicts,
+sequences) come back in onnxruntime's form (``nnvm.runtime.structured_outputs``), also from
+a cached or exported ``.nnvm``.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .errors import ExecutionError, NNVMError, format_error
+from .runtime.structured_outputs import NAMES_ATTR, persistable, regroup, structure_of
 
 logger = logging.getLogger("nnvm.session")
 
@@ -79,12 +86,14 @@ class InferenceSession:
         self._lock = threading.Lock()
         self._modules: dict[tuple, Any] = {}
         self._by_value: dict[tuple, Any] = {}
+        self._defaults: dict[str, np.ndarray] = {}  # overridable initializers, as compiled
         data, path = self._read(model)
         self._artifact = data[:2] == b"PK"
         if self._artifact:
             self._fixed = self._load_artifact_bytes(data)
             self.target = self._fixed.target
-            self._inputs, self._outputs = self._args_of(self._fixed)
+            self._inputs, self._outputs, self._overridable = self._args_of(self._fixed)
+            self._keep_defaults(self._fixed)
             return
         from .backend import best_target, parse_target
 
@@ -97,7 +106,7 @@ class InferenceSession:
         self._opt_level = opt_level
         self._cache = None if cache_dir is False else _cache_root(
             cache_dir if isinstance(cache_dir, str) else None)
-        self._inputs, self._outputs = self._declared(data)
+        self._inputs, self._outputs, self._overridable = self._declared(data)
         self._fixed = None
         if all(all(isinstance(d, int) for d in a.shape) for a in self._inputs):
             self._fixed = self._module({a.name: a.shape for a in self._inputs})
@@ -111,12 +120,18 @@ class InferenceSession:
     def get_outputs(self) -> list[NodeArg]:
         return list(self._outputs)
 
+    def get_overridable_initializers(self) -> list[NodeArg]:
+        """Initializers the model also lists as inputs: ``run`` uses their stored value
+        unless ``input_feed`` names them."""
+        return list(self._overridable)
+
     def run(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any],
             run_options: Any = None) -> list[np.ndarray]:
         """The outputs named in ``output_names`` (all, in the model's order, when None), in that
-        order, for ``input_feed`` (``{input name: array}``)."""
+        order, for ``input_feed`` (``{input name: array}``, optionally with overridable
+        initializers, used for this call only)."""
         names = [a.name for a in self._inputs]
-        unknown = sorted(set(input_feed) - set(names))
+        unknown = sorted(set(input_feed) - set(names) - {a.name for a in self._overridable})
         missing = [n for n in names if n not in input_feed]
         if unknown or missing:
             raise ExecutionError(format_error(
@@ -126,10 +141,25 @@ class InferenceSession:
         feed = {n: as_host_array(v, f"InferenceSession.run: input '{n}'")
                 for n, v in input_feed.items()}
         module = self._fixed or self._for_feed({n: feed[n].shape for n in names})
-        outs = dict(zip(module.output_names, module.run(**feed)))
-        wanted = list(output_names) if output_names else list(module.output_names)
-        self._check_output_names(wanted, module.output_names, "InferenceSession.run")
+        # every call passes each default it does not override: the module keeps a fed
+        # param as its new value, and onnxruntime's next call uses the stored one again
+        flat = module.run(**{**self._defaults, **feed})
+        structure = structure_of(module.graph)
+        known = list(module.output_names)
+        if structure is not None:
+            known = list(module.graph.attrs.get(NAMES_ATTR) or [a.name for a in self._outputs])
+            flat = regroup(structure, flat)
+        outs = dict(zip(known, flat))
+        wanted = list(output_names) if output_names else known
+        self._check_output_names(wanted, known, "InferenceSession.run")
         return [outs[n] for n in wanted]
+
+    def _keep_defaults(self, module) -> None:
+        """Remember the overridable initializers' values of a new module, before any run
+        can rebind them (every module of a session holds the same ones)."""
+        for arg in self._overridable:
+            if arg.name not in self._defaults and arg.name in module.params:
+                self._defaults[arg.name] = module.params[arg.name]
 
     @staticmethod
     def _check_output_names(wanted, known, where: str) -> None:
@@ -153,6 +183,11 @@ class InferenceSession:
         wanted = list(binding._outputs) or [a.name for a in self._outputs]
         results = self.run(wanted, binding._inputs)
         for name, value in zip(wanted, results):
+            if not isinstance(value, np.ndarray):
+                raise ExecutionError(format_error(
+                    f"IOBinding output '{name}'", "is not a tensor", "a tensor output",
+                    type(value).__name__, fix="Get ZipMap / sequence outputs from run(); "
+                                              "bind only the tensor outputs"))
             buf = binding._outputs.get(name)
             if buf is None or buf.shape != value.shape or buf.dtype != value.dtype:
                 if name in binding._given:
@@ -260,6 +295,7 @@ class InferenceSession:
         with self._lock:
             if key not in self._modules:
                 self._modules[key] = self._build_or_load(dict(key))
+                self._keep_defaults(self._modules[key])
             return self._modules[key]
 
     def _cache_key(self, shapes: dict) -> str:
@@ -288,7 +324,7 @@ class InferenceSession:
                     pass
         shapes = {k: v for k, v in shapes.items() if k not in self._freeze}
         graph, params = self._import(shapes)
-        module = build(graph, target=self.target, shape=shapes, params=params,
+        module = build(persistable(graph), target=self.target, shape=shapes, params=params,
                        opt_level=self._opt_level)
         if path is not None:
             self._write_atomic(path, module.export)
@@ -328,9 +364,9 @@ class InferenceSession:
         finally:
             os.unlink(tmp)
 
-    def _declared(self, data: bytes) -> tuple[list[NodeArg], list[NodeArg]]:
-        """Inputs and outputs as the ONNX graph declares them (frozen inputs and initializers
-        left out; ``shape=`` fills symbolic dimensions)."""
+    def _declared(self, data: bytes) -> tuple[list[NodeArg], list[NodeArg], list[NodeArg]]:
+        """Inputs, outputs and overridable initializers as the ONNX graph declares them
+        (frozen inputs left out; ``shape=`` fills symbolic dimensions)."""
         try:
             import onnx
         except ImportError:
@@ -345,6 +381,8 @@ class InferenceSession:
         inits = {t.name for t in graph.initializer}
 
         def arg(v, given=None):
+            if v.type.WhichOneof("value") != "tensor_type":  # ZipMap's dicts, sequences
+                return NodeArg(v.name, (), _onnx_type(v.type, onnx), "object")
             tt = v.type.tensor_type
             dims = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
                          for d in tt.shape.dim) if tt.HasField("shape") else ()
@@ -355,10 +393,12 @@ class InferenceSession:
                            f"tensor({_ONNX_TYPES.get(dtype, dtype)})", dtype)
         ins = [arg(v, self._shape.get(v.name)) for v in graph.input
                if v.name not in inits and v.name not in self._freeze]
-        return ins, [arg(v) for v in graph.output]
+        overridable = [arg(v) for v in graph.input
+                       if v.name in inits and v.name not in self._freeze]
+        return ins, [arg(v) for v in graph.output], overridable
 
     @staticmethod
-    def _args_of(module) -> tuple[list[NodeArg], list[NodeArg]]:
+    def _args_of(module) -> tuple[list[NodeArg], list[NodeArg], list[NodeArg]]:
         def make(name, shape, dtype):
             dtype = dtype or "float32"
             return NodeArg(name, tuple(shape or ()), f"tensor({_ONNX_TYPES.get(dtype, dtype)})",
@@ -367,7 +407,42 @@ class InferenceSession:
                for n in module.input_names]
         outs = [make(n, s, d) for n, s, d in zip(module.output_names, module.output_shapes,
                                                  module.output_dtypes)]
-        return ins, outs
+        structure = structure_of(module.graph)
+        if structure is not None:  # the model's outputs, not their flattened tensors
+            flat = {a.name: a for a in outs}
+            outs = [flat[n] if st == "tensor" else
+                    NodeArg(n, (), _structured_type(st, flat.get(f"{n}.0")), "object")
+                    for n, st in zip(module.graph.attrs.get(NAMES_ATTR) or (), structure)]
+        overridable = [make(n, np.shape(v), np.asarray(v).dtype.name) for n, v in (
+            (n, module.params.get(n)) for n in module.graph.attrs.get("input_defaults") or ())
+            if v is not None]
+        return ins, outs, overridable
+
+
+def _onnx_type(tp, onnx) -> str:
+    """onnxruntime's spelling of an ONNX type: ``seq(map(int64,tensor(float)))``."""
+    kind = tp.WhichOneof("value")
+    if kind == "sequence_type":
+        return f"seq({_onnx_type(tp.sequence_type.elem_type, onnx)})"
+    if kind == "optional_type":
+        return f"optional({_onnx_type(tp.optional_type.elem_type, onnx)})"
+    if kind == "map_type":
+        key = onnx.helper.tensor_dtype_to_np_dtype(tp.map_type.key_type).name
+        key = "string" if key == "object" else key
+        return f"map({key},{_onnx_type(tp.map_type.value_type, onnx)})"
+    dtype = onnx.helper.tensor_dtype_to_np_dtype(tp.tensor_type.elem_type).name \
+        if tp.tensor_type.elem_type else "float32"
+    dtype = "string" if dtype == "object" else dtype
+    return f"tensor({_ONNX_TYPES.get(dtype, dtype)})"
+
+
+def _structured_type(structure, first: NodeArg | None) -> str:
+    """The onnxruntime type of a flattened output, from its structure record (a loaded
+    ``.nnvm`` has no ONNX type protos): ZipMap maps, or a sequence of its first item's."""
+    if structure[0] == "zipmap":
+        key = "string" if any(isinstance(k, str) for k in structure[1]) else "int64"
+        return f"seq(map({key},tensor(float)))"
+    return f"seq({first.type if first is not None else 'tensor(float)'})"
 
 
 def as_host_array(value: Any, where: str) -> np.ndarray:
@@ -410,7 +485,8 @@ class IOBinding:
         self._given: set[str] = set()
 
     def bind_input(self, name: str, value: Any) -> None:
-        names = [a.name for a in self._session.get_inputs()]
+        names = [a.name for a in self._session.get_inputs()
+                 + self._session.get_overridable_initializers()]
         if name not in names:
             raise ExecutionError(format_error(f"IOBinding.bind_input('{name}')",
                                               "no such input", names, name))

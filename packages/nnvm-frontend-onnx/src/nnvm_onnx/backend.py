@@ -32,9 +32,9 @@ from nnvm.compiler.symbolic_batch import concrete, is_symbolic, plan_batch, reso
     split_names, values_of
 from nnvm.errors import NNVMError, format_error
 from nnvm.runtime.batching import BatchedModule
+from nnvm.runtime.structured_outputs import regroup
 
 from .errors import NeedsConstantError
-from .importer import regroup
 
 logger = logging.getLogger("nnvm.onnx")
 

@@ -22,6 +22,7 @@ import numpy as np
 from nnvm.errors import NNVMError, OpNotFoundError
 from nnvm.ir import Graph, Node, NodeEntry, make_node
 from nnvm.op import get_op
+from nnvm.runtime.structured_outputs import regroup  # noqa: F401 - re-exported here
 
 from .errors import (NeedsConstantError, OnnxImportError, OnnxUnsupportedError, format_error,
                      onnx_where)
@@ -951,27 +952,6 @@ def _flat_names(name: str, structure) -> list[str]:
     if structure[0] == "sequence":
         return [f"{name}.{k}" for k in range(structure[1])]
     return [] if structure[1] is None else _flat_names(name, structure[1])
-
-
-def regroup(structure, flat: Sequence) -> list:
-    """Inverse of the importer's output flattening: tensors, lists and None per ONNX output."""
-    flat = list(flat)
-    pos = 0
-
-    def take(st):
-        nonlocal pos
-        if st == "tensor":
-            pos += 1
-            return flat[pos - 1]
-        if st[0] == "sequence":
-            pos += st[1]
-            return list(flat[pos - st[1]:pos])
-        if st[0] == "zipmap":
-            pos += 1
-            return [dict(zip(st[1], map(float, row))) for row in np.asarray(flat[pos - 1])]
-        return None if st[1] is None else take(st[1])
-
-    return [take(st) for st in structure]
 
 
 def _schema_function(node, opset: int, inputs=None):
