@@ -123,3 +123,13 @@ def test_group_norm_groups_must_split_the_channels(groups):
     y = sym.group_norm(x, g, b, num_groups=groups, epsilon=1e-5)
     with pytest.raises(ShapeError, match=f"num_groups {groups} must be at least 1 and divide"):
         nnvm.compiler.build(y, target="reference", shape={"x": (2, 4, 3)})
+
+
+def test_lp_pool_needs_a_norm_order():
+    """LpPool with p = 0 (fuzzer case 23002812) took a 1/0 root: NaN on reference, a
+    ZeroDivisionError in the llvm lowering; now an error naming the node."""
+    from nnvm.errors import NNVMError
+
+    y = sym.lp_pool(sym.Variable("x"), kernel_shape=(2, 2), p=0)
+    with pytest.raises(NNVMError, match="p must be a norm order of at least 1, got 0"):
+        nnvm.compiler.build(y, target="reference", shape={"x": (1, 3, 4, 4)})

@@ -14,7 +14,7 @@ import itertools
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from ..errors import ShapeError
+from ..errors import AttrError, ShapeError
 from ..ir import NodeEntry, make_node
 from ..op import OpPattern
 from ..params import Param
@@ -378,9 +378,17 @@ register_once("max_pool", doc="N-d max pooling (ONNX MaxPool) with dilations, ce
 register_once("avg_pool", doc="N-d average pooling (ONNX AveragePool).", inputs=("data",),
               params=_AVGP, shape=_pool_shape, dtype=same_dtype, reference=_avg_pool_ref,
               gradient=_pool_grad("_avg_pool_backward"), pattern=OUT_FUSE, support_level=2)
+def _lp_pool_shape(attrs, ins, outs):
+    """The pool shape, once p is a norm order: p = 0 took a 1/0 root (NaN on reference, a
+    ZeroDivisionError in the llvm lowering; found by scripts/fuzz_onnx.py)."""
+    if attrs["p"] < 1:
+        raise AttrError(f"lp_pool: p must be a norm order of at least 1, got {attrs['p']}")
+    return _pool_shape(attrs, ins, outs)
+
+
 register_once("lp_pool", doc="N-d Lp pooling (ONNX LpPool): (sum |x|^p)^(1/p) per window.",
               inputs=("data",), params=_POOL_PARAMS + [Param("p", "int", 2, "norm order")],
-              shape=_pool_shape, dtype=same_dtype, reference=_lp_pool_ref, pattern=OUT_FUSE,
+              shape=_lp_pool_shape, dtype=same_dtype, reference=_lp_pool_ref, pattern=OUT_FUSE,
               support_level=2)
 register_once("_max_pool_backward", doc="Gradient of max_pool: out_grad to each window's argmax.",
               inputs=("out_grad", "data"), params=_MAXP,
