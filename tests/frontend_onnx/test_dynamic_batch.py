@@ -173,3 +173,99 @@ def test_onnx_backend_builds_once_per_sequence_length_and_splits_the_batch():
         x = np.random.default_rng(n + t).standard_normal((n, t, 4), "float32")
         _check(list(rep.run([x])), ort_run(model, {"x": x}))
     assert rep.builds == 2
+
+
+# -- ONNX-ML (scikit-learn exports): rows are samples, so one build runs every batch ------------
+
+def test_every_onnx_ml_op_has_a_batch_rule():
+    """An ML op without a rule makes every model using it compile once per batch size."""
+    import inspect
+    import re
+
+    import nnvm.ops.ml
+    from nnvm.compiler.batch_axis import RULES
+
+    ops = re.findall(r'register_op\("(\w+)"', inspect.getsource(nnvm.ops.ml))
+    assert len(ops) >= 14 and sorted(set(ops) - set(RULES)) == []
+
+
+def _iris():
+    datasets = pytest.importorskip("sklearn.datasets")
+    x, y = datasets.load_iris(return_X_y=True)
+    return x.astype("float32"), y
+
+
+def _sklearn(make_estimator):
+    """A skl2onnx export (batch ``N``) of an estimator fitted on iris, and its float feed."""
+    def make():
+        skl2onnx = pytest.importorskip("skl2onnx")
+        x, y = _iris()
+        model = skl2onnx.to_onnx(make_estimator().fit(x, y), x[:1], target_opset=15)
+        return model, {model.graph.input[0].name: lambda n: x[17:17 + n]}
+    return make
+
+
+def _forest_pipeline():  # Imputer, Scaler, TreeEnsembleClassifier, ZipMap's dicts
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.impute import SimpleImputer
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    return make_pipeline(SimpleImputer(), StandardScaler(),
+                         RandomForestClassifier(n_estimators=3, max_depth=3, random_state=0))
+
+
+def _svr_pipeline():  # Normalizer, SVMRegressor
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import Normalizer
+    from sklearn.svm import SVR
+
+    return make_pipeline(Normalizer(), SVR())
+
+
+def _binarized_linear():  # Binarizer, LinearRegressor
+    from sklearn.linear_model import LinearRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import Binarizer
+
+    return make_pipeline(Binarizer(threshold=3.0), LinearRegression())
+
+
+def _labels_1d():
+    """LabelEncoder then OneHotEncoder on a 1-D batch of labels ``(N,)``."""
+    ml = "ai.onnx.ml"
+    nodes = [helper.make_node("LabelEncoder", ["x"], ["code"], domain=ml,
+                              keys_int64s=[1, 2, 3], values_int64s=[3, 1, 2]),
+             helper.make_node("OneHotEncoder", ["code"], ["y"], domain=ml, cats_int64s=[1, 2, 3])]
+    graph = helper.make_graph(nodes, "g",
+                              [helper.make_tensor_value_info("x", TensorProto.INT64, ["N"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid(ml, 2)], ir_version=8)
+    return model, {"x": lambda n: np.random.default_rng(n).integers(0, 5, n)}
+
+
+ML_CASES = {"forest_zipmap": _sklearn(_forest_pipeline), "svr": _sklearn(_svr_pipeline),
+            "binarized_linear": _sklearn(_binarized_linear), "labels_1d": _labels_1d}
+
+
+def _same_values(got, want):
+    """Tensors, or ZipMap's list of ``{label: probability}`` per row, as onnxruntime's."""
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        if isinstance(w, list):
+            assert [list(d) for d in g] == [list(d) for d in w]
+            g, w = [list(d.values()) for d in g], [list(d.values()) for d in w]
+        np.testing.assert_allclose(np.asarray(g, "float64"), np.asarray(w, "float64"),
+                                   rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", sorted(ML_CASES))
+def test_sklearn_models_run_every_batch_with_one_build(tmp_path, case):
+    model, feeds = ML_CASES[case]()
+    sess = nnvm.InferenceSession(model.SerializeToString(), target="reference",
+                                 cache_dir=str(tmp_path))
+    for n in BATCHES:
+        feed = {k: make(n) for k, make in feeds.items()}
+        _same_values(sess.run(None, feed), ort_run(model, feed))
+    assert sess.builds == 1

@@ -294,10 +294,13 @@ RULES: dict[str, Rule] = {
     "strided_slice": _strided_slice,
     **{n: _recurrent(n) for n in ("lstm", "gru", "rnn")},
     **{n: _rows for n in (
-        "scaler", "normalizer", "binarizer", "imputer", "label_encoder", "one_hot_encoder",
-        "array_feature_extractor", "feature_vectorizer", "linear_classifier",
-        "linear_regressor", "svm_classifier", "svm_regressor", "tree_ensemble",
-        "tree_ensemble_classifier", "tree_ensemble_regressor")},
+        "scaler", "normalizer", "imputer", "array_feature_extractor", "feature_vectorizer",
+        "linear_classifier", "linear_regressor", "svm_classifier", "svm_regressor",
+        "tree_ensemble", "tree_ensemble_classifier")},
+    # one result per element (OneHotEncoder appends its category axis): a 1-D batch of
+    # labels (N,) splits as well as rows do
+    **{n: _first_input_on(axis0=False) for n in (
+        "binarizer", "label_encoder", "one_hot_encoder")},
     "pad": _untouched("pad_width"),
     "tile": _untouched("reps"),
 }
