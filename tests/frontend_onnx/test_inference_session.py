@@ -271,3 +271,29 @@ def test_zipmap_outputs_are_dicts_like_onnxruntime_also_from_the_cache(tmp_path)
     binding.bind_output("output_probability")
     with pytest.raises(ExecutionError, match="is not a tensor"):
         sess.run_with_iobinding(binding)
+
+
+def test_sequence_outputs_are_lists_of_arrays_like_onnxruntime(tmp_path):
+    seq = helper.make_value_info("parts", helper.make_sequence_type_proto(
+        helper.make_tensor_type_proto(TensorProto.FLOAT, None)))
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Neg", ["x"], ["y"]),
+             helper.make_node("SequenceConstruct", ["x", "r"], ["parts"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [2, 3])], [seq, helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT, [2, 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                              ir_version=8).SerializeToString()
+    ref = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    feed = {"x": np.arange(6, dtype="float32").reshape(2, 3) - 3}
+    want = ref.run(None, feed)
+    sessions = [nnvm.InferenceSession(model, target="reference", cache_dir=str(tmp_path))
+                for _ in range(2)]  # compiled, then loaded from the cache
+    cached = [p for p in os.listdir(tmp_path / "sessions") if p.endswith(".nnvm")]
+    sessions.append(nnvm.InferenceSession(str(tmp_path / "sessions" / cached[0])))
+    for sess in sessions:
+        assert _args(sess.get_outputs()) == _args(ref.get_outputs())
+        parts, y = sess.run(None, feed)
+        assert isinstance(parts, list) and len(parts) == len(want[0])
+        for g, w in zip(parts + [y], want[0] + [want[1]]):
+            np.testing.assert_array_equal(g, w)
+        assert len(sess.run(["parts"], feed)[0]) == 2
