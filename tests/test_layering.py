@@ -133,11 +133,9 @@ def test_a_reference_build_imports_no_device_library(tmp_path):
     assert not imported & set(DEVICE_LIBRARIES), sorted(imported & set(DEVICE_LIBRARIES))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "issue 15 Build item 2 needs the hook redesign: the first op lookup imports every entry "
-    "point (ops and passes register as import side effects), so loading an artifact imports "
-    "every installed plugin package; lazy imports alone cannot tell which plugin owns an op"))
 def test_running_a_reference_artifact_imports_no_plugin_package(tmp_path):
+    """The manifest names the plugins that provided the graph's ops and target (here core
+    alone) and loading activates just those."""
     _top_level_modules(tmp_path, BUILD_MLP, 'lib.export("mlp.nnvm")\n')
     imported = _top_level_modules(tmp_path, """
         import numpy as np

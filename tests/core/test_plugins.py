@@ -15,14 +15,15 @@ import nnvm
 PACKAGE_PLUGINS = {"onnx", "passes", "llvm", "opencl", "cuda"}
 
 
-def run_python(code: str, env: dict | None = None, path: str | None = None):
+def run_python(code: str, env: dict | None = None, path: str | None = None,
+               cwd: str | None = None):
     """Run ``code`` in a fresh interpreter; returns the CompletedProcess (text)."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("NNVM_")}
     full_env.update(env or {})
     if path:
         full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [path, full_env.get("PYTHONPATH")]))
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, env=full_env, timeout=120)
+                          text=True, env=full_env, timeout=120, cwd=cwd)
 
 
 def test_core_and_package_plugins_are_listed_with_availability():
@@ -140,3 +141,133 @@ def test_every_hookspec_is_documented_with_its_signature():
     for name in specs:
         params = ", ".join(inspect.signature(getattr(hookspecs, name)).parameters)
         assert f"{name}({params})" in doc, f"docs/plugins.md does not document {name}({params})"
+
+
+# -- partial activation (issue 15): load only the plugins a lookup or an artifact needs ---------
+
+IMPORTED_PLUGINS = textwrap.dedent("""
+    def imported():
+        import sys
+        tops = {m.split(".")[0] for m in sys.modules}
+        return sorted(tops & {"nnvm_example", "nnvm_passes", "nnvm_onnx", "nnvm_llvm",
+                              "nnvm_opencl", "nnvm_cuda", "tinyflow"})
+""")
+
+
+def _needs_entry_points(*names: str) -> None:
+    import importlib.metadata
+
+    import pytest
+
+    installed = {ep.name for ep in importlib.metadata.entry_points(group="nnvm")}
+    if not set(names) <= installed:
+        pytest.skip(f"needs the plugins {sorted(set(names) - installed)} installed (hatch.toml)")
+
+
+def test_activate_loads_core_and_the_named_plugin_and_a_miss_loads_all():
+    _needs_entry_points("example", "passes", "tinyflow")
+    proc = run_python(IMPORTED_PLUGINS + textwrap.dedent("""
+        from nnvm import op, plugin_manager
+        plugin_manager.activate(["example", "not-installed"])
+        print(imported(), op.get_op("example_swish").provider, op.get_op("relu").provider)
+        print(op.get_op("tf_random_normal").provider, imported())
+    """))
+    assert proc.returncode == 0, proc.stderr
+    first, second = proc.stdout.splitlines()
+    assert first == "['nnvm_example'] example nnvm"
+    assert second.startswith("tinyflow [") and "'nnvm_passes'" in second
+
+
+def test_get_backend_activates_only_the_entry_point_named_after_the_target():
+    _needs_entry_points("example", "passes")
+    proc = run_python(IMPORTED_PLUGINS + textwrap.dedent("""
+        import nnvm
+        print(nnvm.backend.get_backend("example").name, imported())
+        print(nnvm.pass_manager.get_pass("FuseSwish").provider, imported())
+    """))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["example ['nnvm_example']",
+                                        "example ['nnvm_example']"]
+
+
+def test_a_name_no_plugin_provides_is_looked_for_among_all_then_reported():
+    proc = run_python(IMPORTED_PLUGINS + textwrap.dedent("""
+        import nnvm
+        from nnvm.plugin_manager import activate
+        activate([])
+        for lookup in (nnvm.op.get_op, nnvm.pass_manager.get_pass):
+            try:
+                lookup("no_such_thing")
+            except nnvm.NNVMError as exc:
+                print(type(exc).__name__, "is not registered" in str(exc))
+        print(len(nnvm.plugins()) > 1)
+    """))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["OpNotFoundError", "True", "PassError", "True", "True"]
+
+
+def test_a_pass_imported_before_the_plugins_load_is_credited_to_its_plugin():
+    """The provider comes from the module's package, not from whoever registered last."""
+    _needs_entry_points("passes")
+    proc = run_python("""
+        import nnvm_passes.simplify_algebra  # registers SimplifyAlgebra before any load
+        import nnvm
+        infos = {p.name: p for p in nnvm.plugins()}
+        print(nnvm.pass_manager.get_pass("SimplifyAlgebra").provider)
+        print("SimplifyAlgebra" in infos["passes"].provides["passes"],
+              "SimplifyAlgebra" in infos["nnvm"].provides["passes"])
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["passes", "True False"]
+
+
+EXPORT_SWISH = textwrap.dedent("""
+    import numpy as np, nnvm
+    from nnvm import sym
+    x = sym.Variable("x")
+    y = sym.relu(sym.example_swish(x, beta=1.0))
+    lib = nnvm.compiler.build(y, "reference", shape={"x": (3,)})
+    lib.export("swish.nnvm")
+""")
+
+RUN_SWISH = IMPORTED_PLUGINS + textwrap.dedent("""
+    import numpy as np, nnvm
+    (out,) = nnvm.runtime.load("swish.nnvm").run(x=np.array([-1.0, 0.0, 2.0], "float32"))
+    print([round(float(v), 3) for v in out], imported())
+""")
+
+
+def test_an_artifact_records_and_activates_the_plugins_that_provided_its_ops(tmp_path):
+    _needs_entry_points("example", "passes")
+    proc = run_python(EXPORT_SWISH + textwrap.dedent("""
+        from nnvm.runtime.artifact import read_artifact
+        print(read_artifact("swish.nnvm").manifest["providers"])
+    """), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "['example', 'nnvm']"
+    proc = run_python(RUN_SWISH, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[0.0, 0.0, 1.762] ['nnvm_example']"
+
+
+def test_an_artifact_without_providers_loads_every_plugin(tmp_path):
+    """Artifacts exported before the manifest named its plugins still load and run."""
+    _needs_entry_points("example", "passes")
+    proc = run_python(EXPORT_SWISH + textwrap.dedent("""
+        import json, zipfile
+        from nnvm.runtime.artifact import manifest_digest
+        with zipfile.ZipFile("swish.nnvm") as zf:
+            members = {i.filename: zf.read(i) for i in zf.infolist()}
+        manifest = json.loads(members["manifest.json"])
+        del manifest["providers"], manifest["manifest_sha256"]
+        manifest["manifest_sha256"] = manifest_digest(manifest)
+        members["manifest.json"] = json.dumps(manifest).encode()
+        with zipfile.ZipFile("swish.nnvm", "w") as zf:
+            for name, data in members.items():
+                zf.writestr(name, data)
+    """), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    proc = run_python(RUN_SWISH, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    values, _, plugins = proc.stdout.strip().partition("] ")
+    assert values == "[0.0, 0.0, 1.762" and "'nnvm_passes'" in plugins

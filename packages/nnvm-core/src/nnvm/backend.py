@@ -110,10 +110,10 @@ def parse_target(target: "str | Target | None") -> Target:
             k, _, v = w.lstrip("-").partition("=")
             opts.append((k, v))
         opts = tuple(opts)
-    backends = plugins.backends()
-    if kind not in backends:
-        raise BackendUnavailableError(_unknown_target(str(target), kind, backends))
-    valid = backends[kind].options
+    backend = plugins.find_backend(kind)
+    if backend is None:
+        raise BackendUnavailableError(_unknown_target(str(target), kind, plugins.backends()))
+    valid = backend.options
     for k, _ in opts:
         if k not in valid:
             close = difflib.get_close_matches(k, list(valid), n=1)
@@ -128,10 +128,9 @@ def parse_target(target: "str | Target | None") -> Target:
 def get_backend(kind: str, require_available: bool = True):
     from . import plugin_manager as plugins
 
-    backends = plugins.backends()
-    if kind not in backends:
-        raise BackendUnavailableError(_unknown_target(kind, kind, backends))
-    b = backends[kind]
+    b = plugins.find_backend(kind)
+    if b is None:
+        raise BackendUnavailableError(_unknown_target(kind, kind, plugins.backends()))
     if require_available:
         reason = b.is_available()
         if reason is not None:

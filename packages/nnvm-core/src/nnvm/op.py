@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import difflib
 import enum
+import sys
 from typing import Any, Callable, Iterable, Sequence
 
 from .errors import AttrError, OpNotFoundError, PluginError, format_error
@@ -132,12 +133,23 @@ class Op:
 _OPS: dict[str, Op] = {}
 _ALIASES: dict[str, str] = {}
 _ATTRS: dict[str, dict[str, tuple[Any, int, str]]] = {}
-_current_provider = ["nnvm"]
+#: the plugin whose registration hooks are running (None outside them)
+_current_provider: list[str | None] = [None]
 
 
-def set_provider(name: str) -> None:
+def set_provider(name: str | None) -> None:
     """Record which plugin registrations come from (used by ``nnvm plugins``)."""
     _current_provider[0] = name
+
+
+def current_provider(module: str) -> str:
+    """Who a registration made from ``module`` is credited to: the plugin whose hooks are
+    running, else the plugin that module belongs to (an import before the plugins loaded)."""
+    if _current_provider[0] is not None:
+        return _current_provider[0]
+    from . import plugin_manager
+
+    return plugin_manager.plugin_of_module(module)
 
 
 def _names_fn(names: Sequence[str] | Callable[[dict], Sequence[str]]) -> Callable:
@@ -171,7 +183,7 @@ def register_op(name: str, *, doc: str, inputs: Sequence[str] | Callable = ("dat
     Raises:
         PluginError: the name is already registered.
     """
-    provider = _current_provider[0]
+    provider = current_provider(sys._getframe(1).f_globals.get("__name__", ""))
     if name in _OPS or name in _ALIASES:
         other = _OPS.get(name) or _OPS[_ALIASES[name]]
         raise PluginError(format_error(
@@ -203,7 +215,7 @@ def set_op_attr(op_name: str, key: str, value: Any, plevel: int = DEFAULT_PLEVEL
                 provider: str | None = None) -> None:
     """Set attribute ``key`` of an op; a higher ``plevel`` overrides, an equal one is an error."""
     op = get_op(op_name)
-    provider = provider or _current_provider[0]
+    provider = provider or current_provider(sys._getframe(1).f_globals.get("__name__", ""))
     table = _ATTRS.setdefault(key, {})
     if op.name in table:
         _, old_level, old_provider = table[op.name]
@@ -223,11 +235,9 @@ def get_op(name: str) -> Op:
     Raises:
         OpNotFoundError: with the closest registered names.
     """
-    op = _OPS.get(name) or _OPS.get(_ALIASES.get(name, ""))
-    if op is not None:
-        return op
-    _ensure_plugins()
-    op = _OPS.get(name) or _OPS.get(_ALIASES.get(name, ""))
+    from . import plugin_manager
+
+    op = plugin_manager.find(lambda: _OPS.get(name) or _OPS.get(_ALIASES.get(name, "")))
     if op is None:
         close = difflib.get_close_matches(name, list(_OPS) + list(_ALIASES), n=5)
         hint = f"Did you mean: {', '.join(close)}?" if close else \

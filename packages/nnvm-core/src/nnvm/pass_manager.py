@@ -72,14 +72,14 @@ def register_pass(name: str, *, requires: Sequence[str] = (), provides: Sequence
     ``change_graph=True`` (the older declaration, kept for third-party passes) means
     ``invalidates=DERIVED``: every per-entry and per-node attribute becomes stale.
     """
-    from .op import _current_provider
+    from .op import current_provider
 
+    provider = current_provider(sys._getframe(1).f_globals.get("__name__", ""))
     inval = (invalidates,) if isinstance(invalidates, str) else tuple(invalidates)
     if change_graph and DERIVED not in inval:
         inval += (DERIVED,)
 
     def deco(fn: Callable[[Graph], Graph]) -> Callable[[Graph], Graph]:
-        provider = _current_provider[0]
         if name in _PASSES and not override:
             raise NNVMError(format_error(f"register_pass('{name}') from {provider}",
                                          f"already registered by {_PASSES[name].provider}",
@@ -97,16 +97,19 @@ def register_pass(name: str, *, requires: Sequence[str] = (), provides: Sequence
 
 def register_pipeline(name: str, passes: Sequence[str], plevel: int = 10) -> None:
     """Register a named pass sequence; a higher ``plevel`` replaces a lower one."""
-    from .op import _current_provider
+    from .op import current_provider
 
     old = _PIPELINES.get(name)
     if old is None or plevel > old[1]:
-        _PIPELINES[name] = (list(passes), plevel, _current_provider[0])
+        _PIPELINES[name] = (list(passes), plevel,
+                            current_provider(sys._getframe(1).f_globals.get("__name__", "")))
 
 
 def get_pass(name: str) -> PassInfo:
-    _ensure_plugins()
-    if name not in _PASSES:
+    """The pass ``name``, looked up among the active plugins first (then all of them)."""
+    from . import plugin_manager
+
+    if plugin_manager.find(lambda: _PASSES.get(name)) is None:
         close = difflib.get_close_matches(name, list(_PASSES), n=5)
         raise PassError(format_error(
             f"pass '{name}'", "is not registered",

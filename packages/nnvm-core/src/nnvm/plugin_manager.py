@@ -1,8 +1,13 @@
 """Plugin discovery and loading (pluggy, entry-point group ``nnvm``).
 
-Loading is lazy: the first lookup in a registry loads core's built-in plugin and then every
-entry point. A plugin that fails to import is recorded as unavailable with the reason, never
-raised at discovery. Availability (device probes, toolchains: pyopencl, CuPy, nvcc) is asked
+Loading is lazy and in two steps. ``activate(names)`` loads core's built-in plugin and the
+named entry points only: ``nnvm.runtime.load`` activates the plugins an artifact's manifest
+names, and ``get_backend("llvm")`` the entry point named after the target, so running an
+artifact imports no frontend, pass or unrelated backend package. ``load()`` is the full
+discovery (every entry point): lookups (``find``) fall back to it on a miss, and every
+registry-wide question (listing ops, passes or targets, ``plugins()``) starts with it, so what
+users see is unchanged except import cost. A plugin that fails to import is recorded as
+unavailable with the reason, never raised at discovery. Availability (device probes, toolchains: pyopencl, CuPy, nvcc) is asked
 for only when ``plugins()`` reports it, so building for ``reference`` probes no hardware. ``NNVM_DISABLE_PLUGIN_AUTOLOAD=1`` loads only core (plus the names in
 ``NNVM_PLUGINS``, comma-separated); ``NNVM_TRACE_PLUGINS=1`` prints every hook call.
 """
@@ -59,6 +64,21 @@ def get_plugin_manager() -> pluggy.PluginManager:
 
 def load() -> None:
     """Load core and every plugin once (thread-safe, re-entrant during loading)."""
+    _register_once(lambda name: True, full=True)
+
+
+def activate(names) -> None:
+    """Load core and the entry points called ``names`` only (those not installed are skipped:
+    a lookup that then misses does the full ``load()``). Why: loading an artifact needs the
+    plugins that provided its ops and target, not every installed package."""
+    wanted = set(names)
+    if not (wanted <= set(_infos) and "pm" in _state):
+        _register_once(wanted.__contains__)
+
+
+def _register_once(wanted, full: bool = False) -> None:
+    """Register the entry points ``wanted`` accepts, under the lock; a lookup made by a
+    plugin's own registration (re-entrant) or after the full load returns at once."""
     if _state["loaded"] or _state["loading"]:
         return
     with _lock:
@@ -66,32 +86,86 @@ def load() -> None:
             return
         _state["loading"] = True
         try:
-            _load()
-            _state["loaded"] = True
+            _register_entry_points(wanted)
+            _state["loaded"] = full
         finally:
             _state["loading"] = False
 
 
-def _load() -> None:
-    from . import _builtin, op, pass_manager
+def find(lookup, plugin: str | None = None):
+    """``lookup()`` among the active plugins; on a miss after activating the entry point
+    ``plugin`` (if given), then after the full ``load()``. None when nothing provides it."""
+    found = lookup()
+    if found is None and plugin is not None:
+        activate([plugin])
+        found = lookup()
+    if found is None:
+        load()
+        found = lookup()
+    return found
 
-    pm = pluggy.PluginManager("nnvm")
-    pm.add_hookspecs(hookspecs)
-    if os.environ.get("NNVM_TRACE_PLUGINS"):
-        pm.trace.root.setwriter(lambda msg: sys.stderr.write(f"[nnvm-plugins] {msg}"))
-        pm.enable_tracing()
-    _state["pm"] = pm
-    pm.register(_builtin, name="nnvm")
-    _infos["nnvm"] = PluginInfo("nnvm", _version("nnvm-core"), "nnvm._builtin", True,
-                                summary="core: IR, standard ops, InferShape/InferType, "
-                                        "reference target")
+
+def find_backend(kind: str) -> Any:
+    """The backend of target ``kind`` (None if no plugin has it): among the active plugins,
+    else after activating the entry point named ``kind`` (the llvm plugin is ``llvm``), which
+    also applies the op attributes that plugin sets, else after loading all."""
+    return find(lambda: _backends.get(kind), plugin=kind)
+
+
+def providers_of(op_names, target: str) -> list[str]:
+    """The plugins an artifact needs to run: those that registered the ops ``op_names`` or set
+    any of their attributes (a plugin may override a core op's kernel), and the one that
+    provides ``target``'s backend (its first word). Recorded in the manifest at export."""
+    from . import op
+
+    load()
+    names = set()
+    for name in op_names:
+        o = op.get_op(name)
+        names |= {o.provider} | {e[2] for table in op._ATTRS.values() if (e := table.get(o.name))}
+    kind = (target.split() or [target])[0]
+    names |= {p for p, info in _infos.items() if kind in info.provides.get("targets", ())}
+    return sorted(names)
+
+
+def plugin_of_module(module: str) -> str:
+    """The plugin a module belongs to (its top-level package's entry point), ``nnvm`` for
+    core and ``user`` for anything else. Why: an op or pass registered by importing its module
+    before the plugins load must still be credited to its plugin, not to whoever registered
+    last."""
+    top = module.partition(".")[0]
+    if top == "nnvm":
+        return "nnvm"
+    if "packages" not in _state:
+        _state["packages"] = {ep.value.partition(".")[0]: ep.name for ep in _entry_points()}
+    return _state["packages"].get(top, "user")
+
+
+def _register_entry_points(wanted) -> None:
+    """Register core (once) and every entry point whose name ``wanted(name)`` accepts and
+    that is not registered yet; ``NNVM_DISABLE_PLUGIN_AUTOLOAD`` limits both."""
+    from . import _builtin
+
+    if "pm" not in _state:
+        pm = pluggy.PluginManager("nnvm")
+        pm.add_hookspecs(hookspecs)
+        if os.environ.get("NNVM_TRACE_PLUGINS"):
+            pm.trace.root.setwriter(lambda msg: sys.stderr.write(f"[nnvm-plugins] {msg}"))
+            pm.enable_tracing()
+        _state["pm"] = pm
+        pm.register(_builtin, name="nnvm")
+        _infos["nnvm"] = PluginInfo("nnvm", _version("nnvm-core"), "nnvm._builtin", True,
+                                    summary="core: IR, standard ops, InferShape/InferType, "
+                                            "reference target")
+        _register_from(pm, "nnvm")
+    pm = _state["pm"]
     only = None
     if os.environ.get("NNVM_DISABLE_PLUGIN_AUTOLOAD"):
         only = {s.strip() for s in os.environ.get("NNVM_PLUGINS", "").split(",") if s.strip()}
+    added = []
     for ep in _entry_points():
-        if only is not None and ep.name not in only:
-            continue
-        if ep.name in _infos:
+        if (only is not None and ep.name not in only) or ep.name in _infos \
+                or not wanted(ep.name):
             continue
         dist = ep.dist.name if ep.dist is not None else ep.name
         version = ep.dist.version if ep.dist is not None else "?"
@@ -99,6 +173,7 @@ def _load() -> None:
             module = ep.load()
             pm.register(module, name=ep.name)
             _infos[ep.name] = PluginInfo(ep.name, version, ep.value, True)
+            added.append(ep.name)
         except Exception as exc:  # noqa: BLE001 - a broken plugin must not break nnvm
             _infos[ep.name] = PluginInfo(ep.name, version, ep.value, False,
                                          f"failed to import {ep.value} ({dist}): {exc!r}")
@@ -106,15 +181,12 @@ def _load() -> None:
         pm.check_pending()
     except pluggy.PluginValidationError as exc:
         raise PluginError(f"plugin hook name not in nnvm.hookspecs: {exc}") from exc
-    for name in [n for n, _ in pm.list_name_plugin()]:
-        _register_from(pm, name, op, pass_manager)
-    op.set_provider("user")
+    for name in added:
+        _register_from(pm, name)
 
 
 def register_plugin(module: Any, name: str) -> None:
     """Register a plugin object at run time (tests, notebooks): its hooks run immediately."""
-    from . import op, pass_manager
-
     load()
     pm: pluggy.PluginManager = _state["pm"]
     if pm.get_plugin(name) is not None:
@@ -122,8 +194,7 @@ def register_plugin(module: Any, name: str) -> None:
     pm.register(module, name=name)
     _infos[name] = PluginInfo(name, getattr(module, "__version__", "0"), getattr(
         module, "__name__", name), True)
-    _register_from(pm, name, op, pass_manager)
-    op.set_provider("user")
+    _register_from(pm, name)
 
 
 def _call(pm, hook_name: str, plugin_name: str, **kwargs) -> Any:
@@ -137,10 +208,13 @@ def _call(pm, hook_name: str, plugin_name: str, **kwargs) -> Any:
     return None
 
 
-def _register_from(pm, name: str, op, pass_manager) -> None:
+def _register_from(pm, name: str) -> None:
+    """Run ``name``'s registration hooks with registrations credited to it, and record what
+    it provides (read from the registries by provider, so that an op or pass registered by an
+    earlier import of its module counts too)."""
+    from . import op, pass_manager
+
     info = _infos[name]
-    before_ops = set(op._OPS)
-    before_passes = set(pass_manager._PASSES)
     op.set_provider(name)
     try:
         _call(pm, "nnvm_register_ops", name, registry=op)
@@ -153,14 +227,16 @@ def _register_from(pm, name: str, op, pass_manager) -> None:
         info.available = False
         info.reason = f"registration failed: {exc!r}"
         return
+    finally:
+        op.set_provider(None)
     for b in backends:
         _backends[b.name] = b
     for f in frontends:
         _frontends[f.name] = f
     _unprobed[name] = (backends, frontends)
     info.provides = {
-        "ops": sorted(set(op._OPS) - before_ops),
-        "passes": sorted(set(pass_manager._PASSES) - before_passes),
+        "ops": sorted(n for n, o in op._OPS.items() if o.provider == name),
+        "passes": sorted(n for n, p in pass_manager._PASSES.items() if p.provider == name),
         "targets": [b.name for b in backends],
         "frontends": [f.name for f in frontends],
     }
@@ -199,10 +275,14 @@ def _safe_reason(obj) -> str | None:
 
 
 def _entry_points():
-    try:
-        return sorted(importlib.metadata.entry_points(group="nnvm"), key=lambda e: e.name)
-    except Exception:  # noqa: BLE001
-        return []
+    """The ``nnvm`` entry points, sorted by name (listed once: no plugin module is imported)."""
+    if "entry_points" not in _state:
+        try:
+            eps = sorted(importlib.metadata.entry_points(group="nnvm"), key=lambda e: e.name)
+        except Exception:  # noqa: BLE001
+            eps = []
+        _state["entry_points"] = eps
+    return _state["entry_points"]
 
 
 def _version(dist: str) -> str:

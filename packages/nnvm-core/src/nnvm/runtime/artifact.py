@@ -1,7 +1,8 @@
 """The one-file ``.nnvm`` artifact: a zip of manifest, graph JSON, params and backend members.
 
-``manifest.json`` records the format version, the nnvm and plugin versions, the target, the
-inputs and outputs, the sha256 and the size of every member (``members``, ``member_sizes``)
+``manifest.json`` records the format version, the nnvm and plugin versions, the plugins that
+provided the graph's ops and the target (``providers``: loading activates just those), the
+target, the inputs and outputs, the sha256 and the size of every member (``members``, ``member_sizes``)
 and its own sha256 (``manifest_sha256``, over the canonical JSON of the other fields).
 
 Loading is bounded before it is trusted. A zip can claim anything, and a few KB of bzip2 or
@@ -111,6 +112,12 @@ def _subgraphs(graph, prefix: str = ""):
             yield from _subgraphs(sub, path + "/")
 
 
+def _op_names(graph) -> set[str]:
+    """The names of the ops of ``graph`` and of its control-flow bodies."""
+    graphs = [graph] + [sub for _, _, _, sub in _subgraphs(graph)]
+    return {node.op.name for g in graphs for node in g.index.nodes if node.op is not None}
+
+
 def subgraph_params(graph) -> dict:
     """The constants every control-flow body carries in its ``params`` attribute, flattened
     to one param dict (``<path>|<name>``). Why: a body's weights live on the body, not in the
@@ -167,6 +174,7 @@ def write_artifact(path: str, module, sign_key: Any = None) -> None:
         "format_version": FORMAT_VERSION,
         "nnvm_version": __version__,
         "plugins": {p.name: p.version for p in plugins.plugins()},
+        "providers": plugins.providers_of(_op_names(module.graph), str(module.target)),
         "target": module.target,
         "inputs": [{"name": n, "shape": _list(module.input_shapes.get(n)),
                     "dtype": module.input_dtypes.get(n)} for n in module.input_names],
@@ -455,7 +463,20 @@ def read_artifact(path: str, trusted_keys: Any = None) -> Artifact:
     for required in ("graph.json", "params.bin"):
         if required not in members:
             raise SerializationError(f"{where}: member '{required}' is missing")
+    _activate_providers(manifest)
     return Artifact(manifest, members, path, signer)
+
+
+def _activate_providers(manifest: dict) -> None:
+    """Activate the plugins that provided the artifact's ops and target (core always), so
+    that loading it imports no other plugin package; an artifact written before the manifest
+    recorded them (no ``providers``) loads every plugin, as it did then."""
+    from .. import plugin_manager as plugins
+
+    if "providers" in manifest:
+        plugins.activate(manifest["providers"])
+    else:
+        plugins.load()
 
 
 def _check_signature(zf: zipfile.ZipFile, infos: dict, manifest: dict, policy: dict,
@@ -619,6 +640,11 @@ def _check_manifest(m: Any, where: str) -> None:
             raise SerializationError(format_error(
                 f"{where}, member 'manifest.json'", "field 'member_sizes' is malformed",
                 "a non-negative int for every member", repr(sizes)[:120]))
+    providers = m.get("providers", [])
+    if not isinstance(providers, list) or not all(isinstance(p, str) for p in providers):
+        raise SerializationError(format_error(
+            f"{where}, member 'manifest.json'", "field 'providers' is malformed",
+            "a list of plugin names", repr(providers)[:120], fix="Re-export the model"))
     for key in ("inputs", "outputs"):
         ios = m.get(key)
         if not isinstance(ios, list) or not all(
