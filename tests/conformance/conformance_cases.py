@@ -169,6 +169,40 @@ LOWERING["mean_variance_normalization"] = ([X], {}, (), None)
 LOWERING["lrn"] = ([(2, 5, 3, 3)], {"size": 3, "alpha": 0.01}, (), None)
 LOWERING["hardmax"] = ([(3, 4, 5)], {"axis": 1}, (), (0, 3), {0: "int32"})
 LOWERING["det"] = ([(2, 3, 3)], {}, (), None)
+# -- ops with a reference kernel and no lowering rule yet: their fallback is checked too ----
+for _op in ("sin", "cos", "tan", "atan", "sinh", "cosh", "asinh", "erf", "gelu", "reciprocal",
+            "softplus", "softsign", "swish", "mish", "elu", "selu", "celu", "hard_sigmoid",
+            "hard_swish", "shrink", "thresholded_relu"):
+    LOWERING[f"_{_op}_backward"] = ([X, X], {}, (), (0.5, 2.0))
+for _op in ("asin", "acos", "atanh"):
+    LOWERING[f"_{_op}_backward"] = ([X, X], {}, (), (-0.9, 0.9))
+LOWERING["_acosh_backward"] = ([X, X], {}, (), (1.1, 3.0))
+LOWERING["device_copy"] = ([X], {}, (), None)
+LOWERING["_assign"] = ([(3, 4), (3, 4)], {}, (), None)
+LOWERING["topk"] = ([(3, 6)], {"k": 2}, (), None)
+LOWERING["reverse_sequence"] = ([(4, 3, 2), (3,)], {"time_axis": 0, "batch_axis": 1}, (),
+                                (1, 5), {1: "int64"})
+LOWERING["dequantize_linear"] = ([(3, 4), (), ()], {}, (), (-50, 50),
+                                 {0: "int8", 2: "int8"})
+LOWERING["binarizer"] = ([X], {}, (), None)
+LOWERING["normalizer"] = ([(3, 5)], {}, (), None)
+LOWERING["scaler"] = ([(3, 5)], {}, (), None)
+LOWERING["bitcast"] = ([(3, 4)], {"dtype": "int32"}, (), None)
+LOWERING["einsum"] = ([(2, 3), (3, 4)], {"equation": "ij,jk->ik", "num_args": 2}, (), None)
+LOWERING["grid_sample"] = ([(1, 2, 4, 4), (1, 3, 3, 2)], {}, (), (-1.0, 1.0))
+LOWERING["quantize_linear"] = ([(3, 4), (), ()], {}, (), (0.5, 2.0), {2: "int8"})
+LOWERING["matmul_integer"] = ([(3, 4), (4, 5), (), ()], {}, (), (-5, 5),
+                              {0: "int8", 1: "int8", 2: "int8", 3: "int8"})
+LOWERING["array_feature_extractor"] = ([(3, 5), (2,)], {}, (), (0, 5), {1: "int64"})
+LOWERING["_tile_backward"] = ([(4, 9), (2, 3)], {"reps": (2, 3)}, (), None)
+LOWERING["_gather_backward"] = ([(3, 5, 2), (3,), (4, 5, 2)], {"axis": 0}, (), (-4, 4),
+                                {1: "int64"})
+LOWERING["_layer_norm_backward"] = ([(2, 3, 8), (2, 3, 8), (8,)], {"axis": -1}, (), None)
+LOWERING["_prelu_backward"] = ([X, X, (3, 1, 1)], {}, (), None)
+LOWERING["_max_pool_backward"] = ([(1, 2, 2, 2), (1, 2, 4, 4)],
+                                  {"kernel_shape": (2, 2), "strides": (2, 2)}, (), None)
+LOWERING["_avg_pool_backward"] = ([(1, 2, 2, 2), (1, 2, 4, 4)],
+                                  {"kernel_shape": (2, 2), "strides": (2, 2)}, (), None)
 
 #: attribute variants of the heavy ops: id -> (op, shapes, attrs, params, range, dtypes)
 VARIANTS: dict[str, tuple] = {
