@@ -194,10 +194,10 @@ def run_model(entry: dict, target: str, threads: int | None, root: Path | None) 
             row["traceback"] = traceback.format_exc()
         return row
     got = list(got) if isinstance(got, (list, tuple)) else [got]
-    structure = graph.attrs.get("onnx_output_structure")
-    if structure:  # sequences / ZipMap maps: the model's own output values, as ORT's
-        from nnvm.runtime.structured_outputs import regroup
+    from nnvm.runtime.structured_outputs import regroup, structure_of
 
+    structure = structure_of(graph)
+    if structure:  # sequences / ZipMap maps: the model's own output values, as ORT's
         got = regroup(structure, got)
     if len(got) != len(want):
         row.update(status="mismatch", error=f"{len(got)} outputs; onnxruntime has {len(want)}")

@@ -19,7 +19,7 @@ from onnx import TensorProto, helper  # noqa: E402
 
 import nnvm  # noqa: E402
 from nnvm.backend import get_backend  # noqa: E402
-from nnvm_onnx.importer import regroup  # noqa: E402
+from nnvm.runtime.structured_outputs import regroup, structure_of  # noqa: E402
 
 ML = "ai.onnx.ml"
 LLVM_REASON = get_backend("llvm", require_available=False).compiler_available()
@@ -57,7 +57,7 @@ def nnvm_outputs(model, feed, target="reference"):
                                      for k, v in feed.items() if k in ins},
                               params=params)
     outs = lib.run(**{k: v for k, v in feed.items() if k in lib.input_names})
-    structure = graph.attrs.get("onnx_output_structure")
+    structure = structure_of(graph)
     return regroup(structure, outs) if structure else list(outs)
 
 
@@ -174,6 +174,29 @@ def test_skl2onnx_model_matches_onnxruntime(sk, case, target):
     if case == "binarizer_imputer":
         rows[::3, 1] = np.nan
     assert_matches_ort(model, {"X": rows}, target, rtol=1e-4, atol=1e-5)
+
+
+def test_zipmap_structure_survives_export_and_load(sk, tmp_path):
+    """The output structure is graph JSON text, so a loaded artifact regroups like the build."""
+    from skl2onnx import to_onnx
+
+    x, y = _dataset(sk, "iris")
+    est = sk["linear_model"].LogisticRegression(max_iter=500).fit(x.astype(np.float32), y)
+    model = to_onnx(est, x[:1].astype(np.float32), target_opset={"": 17, ML: 3})
+    graph, params = nnvm.frontend.from_onnx(model, shape={"X": (4, 4)})
+    lib = nnvm.compiler.build(graph, target="reference", shape={"X": (4, 4)}, params=params)
+    lib.export(str(tmp_path / "clf.nnvm"))
+    loaded = nnvm.runtime.load(str(tmp_path / "clf.nnvm"))
+    assert structure_of(loaded.graph) == structure_of(graph) is not None
+    feed = x[:4].astype(np.float32)
+    got = regroup(structure_of(loaded.graph), loaded.run(X=feed))
+    want = ort.InferenceSession(model.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, {"X": feed})
+    np.testing.assert_array_equal(got[0], want[0])
+    assert [sorted(d) for d in got[1]] == [sorted(d) for d in want[1]]
+    for g, w in zip(got[1], want[1]):
+        np.testing.assert_allclose([g[k] for k in sorted(g)], [w[k] for k in sorted(w)],
+                                   rtol=1e-5, atol=1e-6)
 
 
 # -- hand-built: linear models ------------------------------------------------------------------

@@ -32,7 +32,7 @@ from nnvm.compiler.symbolic_batch import concrete, is_symbolic, plan_batch, reso
     split_names, values_of
 from nnvm.errors import NNVMError, format_error
 from nnvm.runtime.batching import BatchedModule
-from nnvm.runtime.structured_outputs import regroup
+from nnvm.runtime.structured_outputs import regroup, structure_of
 
 from .errors import NeedsConstantError
 
@@ -178,7 +178,7 @@ class NNVMBackendRep(BackendRep):
             return False
         shapes = concrete(shape, self.bucket)
         graph, params = import_at(shapes)
-        if graph.attrs.get("onnx_output_structure"):
+        if structure_of(graph):
             raise NNVMError("onnx backend: sequence outputs are not split along a batch")
         self.builds += 1
         module = nnvm.compiler.build(graph, target=self.target, shape=shapes, dtype=dtypes,
@@ -244,7 +244,7 @@ class NNVMBackendRep(BackendRep):
                                      params=params, opt_level=self.opt_level, **self.options)
         self.builds += 1
         self._frozen |= frozen
-        entry = (module, frozen, graph.attrs.get("onnx_output_structure"))
+        entry = (module, frozen, structure_of(graph))
         self._cache[self._key(feed, frozen)] = entry
         return entry
 

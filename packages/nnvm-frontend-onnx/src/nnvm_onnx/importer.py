@@ -22,7 +22,7 @@ import numpy as np
 from nnvm.errors import NNVMError, OpNotFoundError
 from nnvm.ir import Graph, Node, NodeEntry, make_node
 from nnvm.op import get_op
-from nnvm.runtime.structured_outputs import regroup  # noqa: F401 - re-exported here
+from nnvm.runtime.structured_outputs import persistable, regroup  # noqa: F401 - regroup re-exported here
 
 from .errors import (NeedsConstantError, OnnxImportError, OnnxUnsupportedError, format_error,
                      onnx_where)
@@ -527,8 +527,8 @@ class OnnxImporter:
         defaults = [n for n in overridable if n in used and n not in self.frozen_defaults]
         if defaults:  # graph inputs whose value, when not fed, is the param of that name
             g = g.with_attrs(input_defaults=defaults)
-        if any(st != "tensor" for st in structure):
-            g = g.with_attrs(onnx_output_structure=structure)
+        if any(st != "tensor" for st in structure):  # JSON text: survives graph JSON / export
+            g = persistable(g.with_attrs(onnx_output_structure=structure))
         # the module reports the model's own names (a sequence's tensors as name.0, name.1...)
         names = [n for o, st in zip(graph.output, structure) for n in _flat_names(o.name, st)]
         return g.with_attrs(output_names=names), params
