@@ -203,6 +203,13 @@ LOWERING["_max_pool_backward"] = ([(1, 2, 2, 2), (1, 2, 4, 4)],
                                   {"kernel_shape": (2, 2), "strides": (2, 2)}, (), None)
 LOWERING["_avg_pool_backward"] = ([(1, 2, 2, 2), (1, 2, 4, 4)],
                                   {"kernel_shape": (2, 2), "strides": (2, 2)}, (), None)
+LOWERING["scatter_elements"] = ([(3, 4), np.array([[0, 2], [1, 3], [3, 0]]), (3, 2)],
+                                {"axis": 1}, (), None)
+LOWERING["scatter_nd"] = ([(4, 3), np.array([[1], [3]]), (2, 3)], {}, (), None)
+LOWERING["dft"] = ([(1, 8, 1)], {}, (), None)
+LOWERING["conv_integer"] = ([(1, 2, 5, 5), (3, 2, 3, 3), (), ()], {}, (), (-5, 5),
+                            {0: "int8", 1: "int8", 2: "int8", 3: "int8"})
+LOWERING["_conv_backward"] = ([(1, 3, 3, 3), (1, 2, 5, 5), (3, 2, 3, 3)], {}, (), None)
 
 #: attribute variants of the heavy ops: id -> (op, shapes, attrs, params, range, dtypes)
 VARIANTS: dict[str, tuple] = {
@@ -252,10 +259,12 @@ def _value(rng, shape, dtype, lo, hi):
 
 
 def _lowering_case(op, case_id, seed, shapes, attrs, params, value_range=None, dtypes=None):
+    """A Case of ``shapes`` (an array is used as given: unique scatter indices, say)."""
     rng = np.random.default_rng(seed)
     lo, hi = value_range or (-2.0, 2.0)
     dtypes = dtypes or {}
-    arrays = [_value(rng, s, dtypes.get(i, "float32"), lo, hi) for i, s in enumerate(shapes)]
+    arrays = [s if isinstance(s, np.ndarray) else _value(rng, s, dtypes.get(i, "float32"), lo, hi)
+              for i, s in enumerate(shapes)]
     return Case(op, case_id, dict(attrs), arrays, tuple(params))
 
 
