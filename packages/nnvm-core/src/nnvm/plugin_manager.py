@@ -28,7 +28,8 @@ from . import hookspecs
 from .errors import PluginError
 
 _lock = threading.RLock()
-_state: dict[str, Any] = {"loaded": False, "loading": False}
+#: ``loading``: the id of the thread registering plugins (None when none is)
+_state: dict[str, Any] = {"loaded": False, "loading": None}
 
 
 @dataclasses.dataclass
@@ -72,24 +73,25 @@ def activate(names) -> None:
     a lookup that then misses does the full ``load()``). Why: loading an artifact needs the
     plugins that provided its ops and target, not every installed package."""
     wanted = set(names)
-    if not (wanted <= set(_infos) and "pm" in _state):
+    if not (wanted <= set(_infos) and "pm" in _state and _state["loading"] is None):
         _register_once(wanted.__contains__)
 
 
 def _register_once(wanted, full: bool = False) -> None:
     """Register the entry points ``wanted`` accepts, under the lock; a lookup made by a
-    plugin's own registration (re-entrant) or after the full load returns at once."""
-    if _state["loaded"] or _state["loading"]:
+    plugin's own registration (re-entrant) or after the full load returns at once, and one
+    from another thread waits until the registering thread is done."""
+    if _state["loaded"] or _state["loading"] == threading.get_ident():
         return
     with _lock:
-        if _state["loaded"] or _state["loading"]:
+        if _state["loaded"] or _state["loading"] is not None:
             return
-        _state["loading"] = True
+        _state["loading"] = threading.get_ident()
         try:
             _register_entry_points(wanted)
             _state["loaded"] = full
         finally:
-            _state["loading"] = False
+            _state["loading"] = None
 
 
 def find(lookup, plugin: str | None = None):
