@@ -1,4 +1,4 @@
-"""nnvm-core alone: a fresh virtual environment gets only numpy and pluggy, and works.
+"""nnvm-core alone: a fresh virtual environment gets only numpy, pluggy and tqdm, and works.
 
 Creates a venv, runs ``pip install packages/nnvm-core`` (a regular, non-editable install
 through the package's own build backend), checks the installed distributions, then runs a
@@ -17,7 +17,7 @@ import venv
 import pytest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-ALLOWED = {"nnvm-core", "numpy", "pluggy", "pip", "setuptools", "wheel"}
+ALLOWED = {"nnvm-core", "numpy", "pluggy", "tqdm", "pip", "setuptools", "wheel"}
 
 SCRIPT = textwrap.dedent("""
     import os, sys, tempfile
@@ -63,7 +63,7 @@ SCRIPT = textwrap.dedent("""
 
 
 @pytest.mark.slow
-def test_core_installs_alone_with_numpy_and_pluggy(tmp_path):
+def test_core_installs_alone_with_numpy_pluggy_and_tqdm(tmp_path):
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True, clear=True)
     python = str(env_dir / ("Scripts" if os.name == "nt" else "bin") / "python")
@@ -80,7 +80,7 @@ def test_core_installs_alone_with_numpy_and_pluggy(tmp_path):
                              capture_output=True, text=True, env=env, timeout=120)
     assert listing.returncode == 0, listing.stderr
     installed = {d["name"].lower().replace("_", "-") for d in json.loads(listing.stdout)}
-    assert {"nnvm-core", "numpy", "pluggy"} <= installed
+    assert {"nnvm-core", "numpy", "pluggy", "tqdm"} <= installed
     assert installed <= ALLOWED, f"unexpected distributions: {sorted(installed - ALLOWED)}"
 
     run = subprocess.run([python, "-c", SCRIPT], capture_output=True, text=True, env=env,
