@@ -45,8 +45,11 @@ def _core_module(family):
 
 
 def _core_cases() -> list[Case]:
-    return [Case(c.op, f"{family}{k}", dict(c.attrs), c.arrays("float32"), (), c.rtol)
-            for family in FAMILIES for k, c in enumerate(_core_module(family).CASES)]
+    """Each core case in float32 and, as ``<id>-f64``, in float64 (the codegen backends
+    render both; the per-dtype tolerances tell them apart)."""
+    return [Case(c.op, f"{family}{k}{suffix}", dict(c.attrs), c.arrays(dtype), (), c.rtol)
+            for family in FAMILIES for k, c in enumerate(_core_module(family).CASES)
+            for dtype, suffix in (("float32", ""), ("float64", "-f64"))]
 
 
 # -- lowering-rule cases: op -> (input shapes, attrs, param indices, value range[, dtypes]) ---
