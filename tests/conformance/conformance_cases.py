@@ -3,10 +3,13 @@
 Two sources, merged into :data:`CASES` (``[Case]``):
 
 - the forward ``CASES`` (``nnvm.testing.OpCase``) of tests/core/test_ops_{elemwise,nn,reduce,
-  transform}.py, which the core tests also check against independent NumPy formulas;
-- the cases written for the llvm lowering rules (ONNX-family math, indexing, nn-in-ONNX-form
-  ops and the attribute variants of the heavy ops), kept here as data: shapes, attributes,
-  which inputs are params (so weight-packing paths run), value range and input dtypes.
+  transform}.py, which the core tests also check against independent NumPy formulas, each in
+  float32 and float64;
+- :data:`LOWERING` and :data:`VARIANTS`: the cases first written for the llvm lowering rules
+  (ONNX-family math, indexing, nn-in-ONNX-form ops, attribute variants of the heavy ops) and
+  cases for ops no backend lowers yet (their host fallback is checked the same way), kept
+  here as data: shapes (or arrays used as given), attributes, which inputs are params (so
+  weight-packing paths run), value range and input dtypes.
 
 Every case is materialised once (seeded), so every target sees the same arrays.
 """
