@@ -17,8 +17,6 @@ import pytest
 import nnvm
 from nnvm.errors import BackendUnavailableError, NNVMError
 from nnvm.interpreter import Interpreter
-from nnvm.ir import Graph
-from nnvm.testing.check_computation import build_op_graph
 from nnvm.testing.models import MODELS
 
 from nnvm_cuda import cublas, toolchain
@@ -26,9 +24,8 @@ from nnvm_cuda import device as devices
 from nnvm_cuda.backend import generate
 from nnvm_cuda.module import CUDAModule
 from nnvm_cuda.plan import ALIGN, plan_arena
-from nnvm_cuda.testing import op_cases, random_feed
+from nnvm_cuda.testing import random_feed
 
-CORE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "core")
 RUN_REASON = devices.runtime_reason()
 COMPILE_REASON = toolchain.compiler_reason()
 needs_compiler = pytest.mark.skipif(COMPILE_REASON is not None, reason=str(COMPILE_REASON))
@@ -210,37 +207,6 @@ def test_cublas_takes_only_large_unfused_gemms():
 
 
 # -- execution (GPU only) -----------------------------------------------------------------------
-
-def _conformance_graph(cases):
-    """All float32 conformance cases as one graph (inputs renamed per case), plus the feed."""
-    outputs, feed = [], {}
-    for i, case in enumerate(cases):
-        arrays = case.arrays("float32")
-        from nnvm.op import get_op
-
-        if get_op(case.op).is_variadic:
-            names = [f"arg{j}" for j in range(len(arrays))]
-        else:
-            base = build_op_graph(case.op, case.attrs)
-            names = [e.node.name for e in base.outputs[0].node.inputs]
-        g = build_op_graph(case.op, case.attrs, [f"c{i}_{n}" for n in names], name=f"c{i}")
-        outputs += g.outputs
-        feed.update({f"c{i}_{n}": a for n, a in zip(names, arrays)})
-    return Graph(outputs), feed
-
-
-@gpu
-def test_gpu_op_conformance_against_the_interpreter():
-    graph, feed = _conformance_graph(op_cases(CORE))
-    lib = nnvm.compiler.build(graph, target="cuda", shape={k: v.shape for k, v in feed.items()},
-                              dtype={k: v.dtype.name for k, v in feed.items()}, opt_level=0)
-    got = lib.run(**feed)
-    ref = nnvm.compiler.build(graph, target="reference", opt_level=0,
-                              shape={k: v.shape for k, v in feed.items()},
-                              dtype={k: v.dtype.name for k, v in feed.items()}).run(**feed)
-    for name, g_, r in zip(lib.output_names, got, ref):
-        np.testing.assert_allclose(g_, r, rtol=1e-4, atol=1e-4, err_msg=name)
-
 
 @gpu
 @pytest.mark.parametrize("model", sorted(MODELS))
