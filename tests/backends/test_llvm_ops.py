@@ -319,3 +319,24 @@ def test_half_softmax_accumulates_in_float32(op):
     assert got.dtype == np.float16 and lib.stats()["num_fallback_kernels"] == 0
     np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64),
                                rtol=1e-3, atol=1e-3 if op == "log_softmax" else 0)
+
+
+def test_concat_of_rotated_halves_stays_in_bounds():
+    """RotaryEmbedding's tail: two halves of a head, each a broadcast product of a (b, s, 1, d)
+    cache and a slice, concatenated then reshaped, all one kernel. topi's concat loaded the
+    untaken branch at a negative index; on AVX-512 (znver4) LLVM then returned garbage
+    (1e23). Each branch now reads a clamped, in-bounds index."""
+    x, c, s = sym.Variable("x"), sym.Variable("c"), sym.Variable("s")
+    x4 = sym.reshape(x, shape=(2, 3, 4, 8))
+    lo = sym.strided_slice(x4, begin=(0, 0, 0, 0), end=(2, 3, 4, 4))
+    hi = sym.strided_slice(x4, begin=(0, 0, 0, 4), end=(2, 3, 4, 8))
+    real = sym.broadcast_sub(sym.broadcast_mul(c, lo), sym.broadcast_mul(s, hi))
+    imag = sym.broadcast_add(sym.broadcast_mul(s, lo), sym.broadcast_mul(c, hi))
+    y = sym.reshape(sym.concatenate(real, imag, axis=3), shape=(2, 3, 32))
+    rng = np.random.default_rng(0)
+    values = {"x": rng.standard_normal((2, 3, 32)).astype("float32"),
+              "c": rng.standard_normal((2, 3, 1, 4)).astype("float32"),
+              "s": rng.standard_normal((2, 3, 1, 4)).astype("float32")}
+    lib, got, want = _llvm_and_reference(y, values, {k: "float32" for k in values})
+    assert lib.stats()["num_fallback_kernels"] == 0
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

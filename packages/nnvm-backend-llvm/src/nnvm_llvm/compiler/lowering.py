@@ -265,7 +265,33 @@ def _transpose(attrs, ins, outs, ctx):
 
 @register("concatenate")
 def _concatenate(attrs, ins, outs, ctx):
-    return topi.concatenate(list(ins), attrs["axis"])
+    """A chain of selects on the concatenated axis whose every branch indexes in bounds
+    (the index clamped into its input). topi's ``if_then_else`` chain reads ``x[j - off]``
+    at negative ``j - off`` in the branches not taken; vectorised, both branches are loaded,
+    and for AVX-512 (znver4) LLVM treated the out-of-bounds load as impossible and returned
+    garbage (RotaryEmbedding's concat of two rotated halves, 1e23 instead of ~1)."""
+    shape = outs[0][0]
+    axis = attrs["axis"] % len(shape)
+    parts, start = [], 0
+    for t in ins:
+        size = int(t.shape[axis])
+        if size:
+            parts.append((t, start, size))
+        start += size
+    if not parts:
+        return te.compute(shape, lambda *i: ins[0][i], name=ctx.name)
+
+    def body(*i):
+        j = i[axis]
+
+        def read(t, off, size):
+            k = tvm.tirx.max(tvm.tirx.min(j - off, size - 1), 0)
+            return t[i[:axis] + (k,) + i[axis + 1:]]
+        value = read(*parts[-1])
+        for t, off, size in reversed(parts[:-1]):
+            value = tvm.tirx.Select(j < off + size, read(t, off, size), value)
+        return value
+    return te.compute(shape, body, name=ctx.name)
 
 
 @register("broadcast_to")
