@@ -363,8 +363,10 @@ def _resize_v11(ctx, node):
         if axes is not None:
             attrs["axes"] = tuple(int(a) % ctx.rank(0) for a in axes)
     roi = ctx.const(1, None)
-    if roi is not None and roi.size and attrs["coordinate_transformation_mode"] == \
-            "tf_crop_and_resize":
+    if attrs["coordinate_transformation_mode"] == "tf_crop_and_resize":
+        if roi is None or not roi.size:  # onnxruntime's default: every axis whole, [0, 1]
+            n = len(attrs.get("axes") or range(ctx.rank(0)))
+            roi = np.array([0.0] * n + [1.0] * n)
         attrs["roi"] = tuple(float(v) for v in roi.reshape(-1))
     scales = ctx.const(2, None)
     sizes = ctx.const(3, None)
