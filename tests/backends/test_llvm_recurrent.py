@@ -205,18 +205,46 @@ def test_resize_crop_and_integer_data_match_reference(rng):
                                    atol=1e-4 if dtype == "float32" else 0)
 
 
-def test_cubic_exclude_outside_compiled_and_antialias_keeps_the_reference():
-    x = np.random.default_rng(0).standard_normal((1, 1, 6, 6)).astype("float32")
-    y = sym.resize(sym.Variable("x"), mode="cubic", scales=(1, 1, 1.7, 2.0),
-                   cubic_coeff_a=-0.5, exclude_outside=True)
-    lib = nnvm.compiler.build(y, target="llvm", shape={"x": x.shape})
-    ref = nnvm.compiler.build(y, target="reference", shape={"x": x.shape})
-    assert lib.stats()["num_fallback_kernels"] == 0, lib.stats()["unsupported_ops"]
+def test_exclude_outside_and_antialias_keep_the_reference():
+    """Fuzz case 23002601: cubic with exclude_outside (int64 data cast to float, 0.8x) took
+    over 180 s to build: its normalising division made each TVM lowering pass take ~1.5 s.
+    The node now keeps its reference kernel, with the reason in stats()."""
+    x = np.arange(16).reshape(1, 1, 4, 4)
+    y = sym.resize(sym.cast(sym.Variable("x"), dtype="float32"), mode="cubic",
+                   scales=(1, 1, 0.8, 0.8), cubic_coeff_a=-0.5, exclude_outside=True)
+    lib = nnvm.compiler.build(y, target="llvm", shape={"x": x.shape}, dtype={"x": "int64"})
+    ref = nnvm.compiler.build(y, target="reference", shape={"x": x.shape}, dtype={"x": "int64"})
+    assert lib.stats()["fallback_ops"] == ["resize"]
+    assert "exclude_outside" in lib.stats()["unsupported_ops"]["resize"]
     np.testing.assert_allclose(lib.run(x=x)[0], ref.run(x=x)[0], rtol=1e-5, atol=1e-5)
     y = sym.resize(sym.Variable("x"), mode="linear", scales=(1, 1, 0.5, 0.5), antialias=True)
     lib = nnvm.compiler.build(y, target="llvm", shape={"x": x.shape})
     assert lib.stats()["fallback_ops"] == ["resize"]
     assert "antialiased" in lib.stats()["unsupported_ops"]["resize"]
+
+
+def test_crop_and_resize_without_roi_matches_onnxruntime():
+    """Fuzz case 23001978: tf_crop_and_resize with no roi input raised a raw TypeError in
+    the llvm lowering. onnxruntime reads a missing roi as the whole axis ([0, 1])."""
+    pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    shape = (1, 1, 4, 4)
+    node = helper.make_node("Resize", ["x", "", "s"], ["y"], mode="cubic",
+                            coordinate_transformation_mode="tf_crop_and_resize")
+    model = _onnx_model([node], [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                        [("y", 4)], [numpy_helper.from_array(
+                            np.array([1, 1, 2, 2], "float32"), "s")], opset=19)
+    feed = {"x": np.arange(16, dtype="float32").reshape(shape)}
+    stats = _vs_onnxruntime(model, feed, rtol=1e-5, atol=1e-4)
+    assert stats["num_fallback_kernels"] == 0, stats["unsupported_ops"]
+    # the op itself, built without roi, is refused (NNVMError), never a raw exception
+    y = sym.resize(sym.Variable("x"), mode="linear", scales=(1, 1, 2, 2),
+                   coordinate_transformation_mode="tf_crop_and_resize")
+    lib = nnvm.compiler.build(y, target="llvm", shape={"x": shape})
+    assert "without roi" in lib.stats()["unsupported_ops"]["resize"]
+    with pytest.raises(nnvm.NNVMError, match="roi"):
+        lib.run(**feed)
 
 
 @pytest.mark.parametrize("dtype,tol", [("float16", 1e-3), ("float64", 1e-12)])

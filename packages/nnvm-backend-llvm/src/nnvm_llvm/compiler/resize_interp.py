@@ -10,9 +10,12 @@ are applied in the
 plan's order, so ``tf_crop_and_resize`` extrapolation feeds later axes as in ONNX.
 
 Integer data is blended in float64 and rounded half to even, then saturated, as the
-reference does. Not covered (``reason`` says so, and the op keeps its reference kernel):
-antialiased downsampling (its filter widens with the scale), nearest with
-``exclude_outside``.
+reference does. Every per-axis subexpression (coordinate, ratio, weights) is bound once with
+``Let``, so the kernel's expression grows with the number of taps, not with their product
+(a two-axis cubic was a 500 KB expression tree before). Not covered (``reason`` says so,
+and the op keeps its reference kernel): antialiased downsampling (its filter widens with
+the scale), ``exclude_outside`` (its normalising division makes TVM's lowering passes
+take seconds each on a 4x4 input), ``tf_crop_and_resize`` without ``roi``.
 """
 
 from __future__ import annotations
@@ -34,8 +37,14 @@ def reason(attrs, shape) -> str | None:
         return "resize whose output shape cannot be inferred"
     if mode != "nearest" and attrs.get("antialias") and any(s < 1.0 for _, s, _, _ in plan):
         return f"antialiased {mode} downsampling (llvm lowers the plain filter)"
-    if mode == "nearest" and attrs.get("exclude_outside"):
-        return "nearest resize with exclude_outside"
+    if attrs.get("exclude_outside") and mode != "linear":
+        # cubic: the renormalising float division (per output element, after the border
+        # test) made TVM's lowering passes take ~1.5 s each, a 4x4 -> 3x3 kernel 17 s to
+        # build and fuzz case 23002601 over 180 s; the reference kernel is a tensordot
+        return f"{mode} resize with exclude_outside"
+    if attrs.get("coordinate_transformation_mode") == "tf_crop_and_resize" and \
+            any(roi is None for *_, roi in plan):
+        return "tf_crop_and_resize without roi"
     return None
 
 
@@ -78,11 +87,11 @@ def _clip_index(v, n_in):
     return te.max(te.min(v, n_in - 1), 0)
 
 
-def _taps(attrs, x, n_in, compute):
-    """``[(index, weight or None)]`` of one axis at coordinate ``x``."""
-    base = te.floor(x)
-    ratio = x - base
-    i0 = base.astype("int64")
+def _taps(attrs, x, n_in, compute, bind):
+    """``[(index, weight or None)]`` of one axis at coordinate ``x`` (a bound variable)."""
+    base = bind(te.floor(x))
+    ratio = bind(x - base)
+    i0 = bind(base.astype("int64"))
     if attrs["mode"] == "nearest":
         right = {"round_prefer_floor": ratio > _f64(0.5), "round_prefer_ceil": ratio >= _f64(0.5),
                  "floor": tvm.tirx.const(False, "bool"),
@@ -91,35 +100,36 @@ def _taps(attrs, x, n_in, compute):
         idx = tvm.tirx.Select(x == base, i0, tvm.tirx.Select(right, i0 + 1, i0))
         return [(_clip_index(idx, n_in), None)]
     if attrs["mode"] == "linear":
-        r = ratio.astype(compute)
+        r = bind(ratio.astype(compute))
         return [(_clip_index(i0, n_in), tvm.tirx.const(1, compute) - r),
                 (_clip_index(i0 + 1, n_in), r)]
-    return _cubic_taps(attrs, x, base, i0, n_in, compute)
+    return _cubic_taps(attrs, x, base, i0, n_in, compute, bind)
 
 
-def _cubic_taps(attrs, x, base, i0, n_in, compute):
+def _cubic_taps(attrs, x, base, i0, n_in, compute, bind):
     """Four taps of the cubic kernel (coefficient ``a``) as the reference places them: at
     ``floor(x) - 1 ..  floor(x) + 2`` with ratio ``x - floor(x)``, or for an integral ``x``
     at ``x - 2 .. x + 1`` with ratio 1 (weights 0, 0, 1, 0); ``exclude_outside`` zeroes the
     taps outside the input and renormalises."""
     a = _f64(attrs["cubic_coeff_a"])
     whole = x == base
-    t = tvm.tirx.Select(whole, _f64(1), x - base)
-    start = tvm.tirx.Select(whole, i0 - 2, i0 - 1)
-    r1, q = t + _f64(1), _f64(1) - t
+    t = bind(tvm.tirx.Select(whole, _f64(1), x - base))
+    start = bind(tvm.tirx.Select(whole, i0 - 2, i0 - 1))
+    r1, q = bind(t + _f64(1)), bind(_f64(1) - t)
     one, two, three, five, eight, four = (_f64(v) for v in (1, 2, 3, 5, 8, 4))
     coeffs = [((a * r1 - five * a) * r1 + eight * a) * r1 - four * a,
               ((a + two) * t - (a + three)) * t * t + one,
               ((a + two) * q - (a + three)) * q * q + one,
               ((a * (q + one) - five * a) * (q + one) + eight * a) * (q + one) - four * a]
     idx = [start + k for k in range(4)]
+    coeffs = [bind(c) for c in coeffs]
     if attrs.get("exclude_outside"):
-        coeffs = [tvm.tirx.Select((i < 0) | (i > n_in - 1), _f64(0), c)
+        coeffs = [bind(tvm.tirx.Select((i < 0) | (i > n_in - 1), _f64(0), c))
                   for i, c in zip(idx, coeffs)]
-        total = coeffs[0] + coeffs[1] + coeffs[2] + coeffs[3]
-        total = tvm.tirx.Select(total == _f64(0), _f64(1), total)
+        total = bind(coeffs[0] + coeffs[1] + coeffs[2] + coeffs[3])
+        total = bind(tvm.tirx.Select(total == _f64(0), _f64(1), total))
         coeffs = [c / total for c in coeffs]
-    return [(_clip_index(i, n_in), c.astype(compute)) for i, c in zip(idx, coeffs)]
+    return [(_clip_index(i, n_in), bind(c.astype(compute))) for i, c in zip(idx, coeffs)]
 
 
 def interpolate(attrs, x, out_shape, name):
@@ -138,15 +148,27 @@ def interpolate(attrs, x, out_shape, name):
             v = x[tuple(idx)]
             return v.astype(compute) if dtype != compute else v
         axis, scale, n_out, roi = plan[level - 1]
+        lets = []
+
+        def bind(expr):
+            var = tvm.tirx.Var(f"r{level}_{len(lets)}", expr.ty)
+            lets.append((var, expr))
+            return var
         coord, extrap = source_coord(mode, idx[axis], scale, shape[axis], n_out, roi)
+        # indices stay plain expressions: a block's read regions cannot see let-bound vars
+        taps = zip([i for i, _ in _taps(attrs, coord, shape[axis], compute, lambda e: e)],
+                   [w for _, w in _taps(attrs, bind(coord), shape[axis], compute, bind)])
         total = None
-        for i, w in _taps(attrs, coord, shape[axis], compute):
+        for i, w in taps:
             sub = list(idx)
             sub[axis] = i
             term = value(level - 1, sub)
             term = term if w is None else w * term
             total = term if total is None else total + term
-        return total if extrap is None else tvm.tirx.Select(extrap, ev, total)
+        total = total if extrap is None else tvm.tirx.Select(extrap, ev, total)
+        for var, expr in reversed(lets):
+            total = tvm.tirx.Let(var, expr, total)
+        return total
 
     def body(*o):
         v = value(len(plan), [i.astype("int64") for i in o])
