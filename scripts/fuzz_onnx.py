@@ -33,8 +33,11 @@ import traceback
 import warnings
 from multiprocessing import connection
 
-for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
+if __name__ == "__main__":  # one BLAS thread per worker, set before NumPy loads its BLAS;
+    # only as a script: imported by the tests, it must not change the pytest process's
+    # environment (the llvm pool sizes itself from OMP_NUM_THREADS for every later test)
+    for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_var, "1")
 
 import numpy as np  # noqa: E402
 
