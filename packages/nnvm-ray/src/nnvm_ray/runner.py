@@ -3,7 +3,7 @@
 An artifact is compiled for fixed shapes, e.g. ``x: (4, 8)``. A dataset has rows: one row
 of ``x`` is ``x[i]``, of shape ``(8,)``. The leading axis of every input and output is the
 *batch axis*; the runner cuts a batch of any length into chunks of the compiled batch size
-(4 here), pads the last chunk by repeating its last row (as ``nnvm.runtime.batching`` does:
+(4 here), pads the last chunk by repeating its last row (``nnvm.runtime.batching.batch_chunk``:
 no made-up values reach the kernels) and drops the padded rows of the outputs. This
 assumes what the batch axis means in inference models: rows do not mix. A file holding
 exactly the compiled batch runs in one call, so its outputs are those of running the
@@ -21,6 +21,7 @@ from typing import Any, Mapping, Sequence, Union
 import numpy as np
 from nnvm import NNVMError
 from nnvm.errors import format_error
+from nnvm.runtime.batching import batch_chunk
 
 
 #: An artifact: a ``.nnvm`` path or the file's bytes.
@@ -264,16 +265,10 @@ class ArtifactRunner:
         pieces: list[list[np.ndarray]] = [[] for _ in sig.outputs]
         for start in range(0, n, sig.batch):
             take = min(sig.batch, n - start)
-            feed = {k: _padded(a[start:start + take], sig.batch) for k, a in arrays.items()}
+            feed = {k: np.ascontiguousarray(batch_chunk(a, 0, start, take, sig.batch))
+                    for k, a in arrays.items()}
             for got, out in zip(pieces, self.module.run(**feed)):
                 got.append(np.asarray(out)[:take])
         return {p.name: (np.concatenate(got) if got else np.empty((0, *p.row_shape), p.dtype))
                 for p, got in zip(sig.outputs, pieces)}
 
-
-def _padded(chunk: np.ndarray, batch: int) -> np.ndarray:
-    """``chunk`` extended to ``batch`` rows by repeating its last row (contiguous, as kernels
-    expect)."""
-    if len(chunk) == batch:
-        return np.ascontiguousarray(chunk)
-    return np.concatenate([chunk, np.repeat(chunk[-1:], batch - len(chunk), axis=0)])

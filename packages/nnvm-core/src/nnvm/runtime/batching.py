@@ -80,7 +80,7 @@ class BatchedModule(Module):
         parts: list[list[np.ndarray]] = []
         for start in range(0, n, self.bucket):
             count = min(self.bucket, n - start)
-            chunk = {k: _chunk(feed[k], a, start, count, self.bucket) for k, a in batched.items()}
+            chunk = {k: batch_chunk(feed[k], a, start, count, self.bucket) for k, a in batched.items()}
             outs = inner.run(**fixed, **chunk)
             self.runs += 1
             parts.append([o if a is None else np.take(o, range(count), axis=a)
@@ -102,9 +102,10 @@ class BatchedModule(Module):
                 "use nnvm.InferenceSession, whose disk cache keeps the batch plan"))
 
 
-def _chunk(arr: np.ndarray, axis: int, start: int, count: int, bucket: int) -> np.ndarray:
+def batch_chunk(arr: np.ndarray, axis: int, start: int, count: int, bucket: int) -> np.ndarray:
     """Samples ``start:start+count`` along ``axis``, padded to ``bucket`` by repeating the
-    last one (a real sample: padding with zeros could raise warnings in log/div kernels)."""
+    last one (a real sample: padding with zeros could raise warnings in log/div kernels).
+    Shared by every runner that feeds a fixed-batch module (``BatchedModule``, nnvm-ray)."""
     index = [slice(None)] * arr.ndim
     index[axis] = slice(start, start + count)
     part = arr[tuple(index)]
