@@ -48,14 +48,19 @@ def test_import_contracts_hold():
     assert "0 broken" in proc.stdout
 
 
-def test_import_contracts_catch_a_core_to_plugin_and_a_plugin_to_plugin_import(tmp_path):
+def test_import_contracts_catch_a_core_to_plugin_a_plugin_to_plugin_and_an_ir_upward_import(
+        tmp_path):
     """The same contracts, on stand-in packages shadowing the installed ones: core importing a
-    pass package and one plugin importing another are both reported."""
+    pass package, one plugin importing another and the IR importing above the registry are all
+    reported (the IR's import of the registry is not)."""
     for name in _root_packages():
         (tmp_path / name).mkdir()
         (tmp_path / name / "__init__.py").write_text("")
     (tmp_path / "nnvm" / "graph.py").write_text("import nnvm_passes.fuse\n")
     (tmp_path / "nnvm_passes" / "fuse.py").write_text("")
+    (tmp_path / "nnvm" / "ir.py").write_text("from nnvm import op, symbol\n")
+    (tmp_path / "nnvm" / "op.py").write_text("")
+    (tmp_path / "nnvm" / "symbol.py").write_text("from nnvm import ir\n")
     (tmp_path / "nnvm_onnx" / "importer.py").write_text("from nnvm_llvm import backend\n")
     (tmp_path / "nnvm_llvm" / "backend.py").write_text("import nnvm\n")
     proc = _run([_tool("lint-imports", "importlinter"), "--no-cache", "--config", str(CONFIG)],
@@ -65,6 +70,27 @@ def test_import_contracts_catch_a_core_to_plugin_and_a_plugin_to_plugin_import(t
     assert "plugins import no other plugin BROKEN" in proc.stdout, proc.stdout
     assert "nnvm.graph -> nnvm_passes.fuse" in proc.stdout
     assert "nnvm_onnx.importer -> nnvm_llvm" in proc.stdout
+    assert "the IR is a leaf: nnvm.ir imports only the op registry and errors BROKEN" \
+        in proc.stdout, proc.stdout
+    assert "nnvm.ir -> nnvm.symbol" in proc.stdout
+    assert "nnvm.ir -> nnvm.op" not in proc.stdout
+
+
+def test_the_graph_facade_is_installed_by_importing_the_ir_alone(tmp_path):
+    """``nnvm.ir`` imports nothing above the registry, yet a Graph made from it applies passes,
+    serialises, prints and turns back into a Symbol: importing any nnvm module imports the
+    package, which installs the facade (``nnvm.graph``)."""
+    proc = _run([sys.executable, "-c", textwrap.dedent("""
+        from nnvm.ir import Graph, make_node, make_variable
+
+        x = make_variable("x")
+        g = Graph([make_node("relu", [x[0]], name="r")[0]])
+        g = g.apply(["InferShape"], shape_inputs={"x": (2, 3)})
+        print(g.attrs["shape"][-1], g.symbol.list_output_names(), "relu(%x)" in g.ir(),
+              '"op": "relu"' in g.json())
+    """)], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["(2,", "3)", "['r_output']", "True", "True"], proc.stdout
 
 
 # -- ruff ----------------------------------------------------------------------------------------

@@ -3,6 +3,10 @@
 A graph *is* what is reachable from its outputs: passes build new graphs from outputs, and
 anything unreachable simply disappears on the next indexing. Every traversal is iterative, so
 a 10,000-node chain never meets Python's recursion limit.
+
+This module is a leaf: it imports only the op registry and the errors below it. What a graph
+does beyond holding nodes (run passes, serialise, print, wrap as a Symbol) is implemented
+above, in ``nnvm.graph``, which installs it with :func:`install_facade` when imported.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import itertools
 from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence
 
 from .errors import GraphError, format_error, node_where
+from .op import get_op
 
 
 class NodeEntry(NamedTuple):
@@ -76,8 +81,6 @@ class Node:
 def make_node(op_name: str, inputs: Sequence[NodeEntry], attrs: dict | None = None,
               name: str | None = None, control_deps: Sequence[Node] = ()) -> Node:
     """Create an op node with parsed attributes and checked arity (for passes and gradients)."""
-    from .op import get_op
-
     op = get_op(op_name)
     name = name or _fresh_name(op.name)
     where = f"node '{name}' (op {op.name})"
@@ -221,9 +224,8 @@ class Graph:
 
     @property
     def symbol(self):
-        from .symbol import Symbol
-
-        return Symbol(self.outputs)
+        """The graph's outputs as an ``nnvm.symbol.Symbol``."""
+        return _facade("symbol")(self)
 
     def with_attrs(self, **attrs: Any) -> "Graph":
         """A graph sharing nodes and index, with attributes updated (cheap; no re-indexing)."""
@@ -233,25 +235,44 @@ class Graph:
 
     def apply(self, passes: str | Sequence[str], **attrs: Any) -> "Graph":
         """Apply passes by name, in order (NNVM's ``ApplyPasses``); ``attrs`` seed graph attrs."""
-        from .pass_manager import apply_passes
-
-        return apply_passes(self.with_attrs(**attrs) if attrs else self, passes)
+        return _facade("apply")(self.with_attrs(**attrs) if attrs else self, passes)
 
     def json(self) -> str:
-        from .serialization.graph_json import save_json
-
-        return save_json(self)
+        """The graph in NNVM's JSON schema (``nnvm.graph.load_json`` reads it back)."""
+        return _facade("json")(self)
 
     def json_attr(self, key: str) -> Any:
         return self.attrs.get(key)
 
     def ir(self, join_entry_attrs: Sequence[str] = (), join_node_attrs: Sequence[str] = ()) -> str:
-        from .passes.print_graph_ir import print_graph_ir
-
-        return print_graph_ir(self, join_entry_attrs, join_node_attrs)
+        """The graph as text (PrintGraphIR), optionally with per-entry/per-node attributes."""
+        return _facade("ir")(self, join_entry_attrs, join_node_attrs)
 
     def __repr__(self) -> str:
         return f"<Graph {self.index.num_nodes} nodes, outputs={len(self.outputs)}>"
+
+
+_facade_impls: dict[str, Callable[..., Any]] = {}
+
+
+def install_facade(*, apply: Callable[..., "Graph"], json: Callable[["Graph"], str],
+                   ir: Callable[..., str], symbol: Callable[["Graph"], Any]) -> None:
+    """Give ``Graph.apply/json/ir/symbol`` their implementations (called by ``nnvm.graph``).
+
+    They need the pass manager, the serialiser, the printer and Symbol, all of which build on
+    this module: taking them as arguments keeps the IR a leaf of the import graph.
+    """
+    _facade_impls.update(apply=apply, json=json, ir=ir, symbol=symbol)
+
+
+def _facade(method: str) -> Callable[..., Any]:
+    try:
+        return _facade_impls[method]
+    except KeyError:
+        raise GraphError(format_error(
+            f"Graph.{method}", "the graph facade is not installed", "nnvm.graph imported",
+            "only nnvm.ir", fix="import nnvm.graph (import nnvm does it) before using it"),
+        ) from None
 
 
 def node_map(graph: Graph, fn: Callable[[Node, list[NodeEntry]], Node | NodeEntry | None]
