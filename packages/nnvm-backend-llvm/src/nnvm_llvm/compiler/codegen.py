@@ -25,6 +25,7 @@ from nnvm.op import OpPattern
 
 from ..runtime.executor import PLAN_FORMAT, PLAN_VERSION, LLVMModule, graph_fingerprint, \
     load_library
+from ..tuning.records import best_records, cpu_model, knobs_key, log_paths, workload_key
 from . import cache, fastmath, gemm, lowering, recurrent, tconv, upsample
 from .groups import Group, group_inputs, group_outputs, partition
 from .schedules import ScheduleInfo, schedule
@@ -258,6 +259,8 @@ def build_module(graph, params, target, config) -> LLVMModule:
     storage_id = graph.attrs.get("storage_id")
     steps, entries, packed, funcs, keys, baked = [], {}, {}, {}, [], {}
     hits0 = dict(cache.counters)
+    tuned = tuned_records(tgt, target, config)
+    applied: list[dict] = []
     unsupported: dict[str, str] = {}
     access: list[tuple[list[int], list[int]]] = []  # (entries read, entries written) per step
 
@@ -284,13 +287,19 @@ def build_module(graph, params, target, config) -> LLVMModule:
             access.append((ins, outs))
             continue
         gl = _GroupLowering(graph, g, params, lanes)
-        key = cache.digest(f"{tgt}|{gl.signature}")
+        record = tuned.get(workload_key(gl.signature))
+        knobs = dict(record["knobs"]) if record else {}
+        key = cache.digest(f"{tgt}|{gl.signature}" + (f"|knobs={knobs_key(knobs)}" if knobs
+                                                      else ""))
         name = f"nnvm_{gl.pretty}_{key[:10]}"
         if name not in funcs:
             func = cache.get_kernel(key)
             if func is None:
-                func = schedule(gl.primfunc(lanes), ScheduleInfo(gl.kind, lanes))
+                func = schedule(gl.primfunc(lanes), ScheduleInfo(gl.kind, lanes, knobs=knobs))
                 cache.put_kernel(key, func)
+            if record:
+                applied.append({"kernel": name, "workload": record["workload"], "knobs": knobs,
+                                "seconds": record["seconds"], "threads": record.get("threads")})
             funcs[name] = (func.with_attr("global_symbol", name),
                            lambda gl=gl: gl.primfunc(lanes))
             keys.append(key)
@@ -340,16 +349,44 @@ def build_module(graph, params, target, config) -> LLVMModule:
         "packed": packed, "baked": baked, "num_threads": num_threads(target, config.extra),
         "tvm_target": str(tgt),
     }
+    if applied:  # shipped in the artifact (executor.json) with the kernels they shaped
+        plan["tuning"] = {"tuned": len(applied), "records": applied}
     hits = {k: cache.counters[k] - hits0[k] for k in cache.counters}
     info = {
         "compile_seconds": round(time.perf_counter() - t0, 4),
         "lowering_seconds": round(t_lower, 4),
         "kernel_cache_hits": hits["kernel_hits"], "lib_cache_hit": lib_hit,
         "unsupported_ops": unsupported, "schedule_fallbacks": sched_fallbacks,
-        "tvm_target": str(tgt),
+        "tvm_target": str(tgt), "tuning": {"tuned": len(applied), "records": applied},
     }
     lib = load_library(so_bytes)
     return LLVMModule(graph, params, str(target), lib, so_bytes, plan, build_info=info)
+
+
+def tuned_records(tgt, target, config) -> dict[str, dict]:
+    """The best tuning record per workload for this target and CPU, from the logs named by
+    ``tune_log=`` / ``NNVM_TUNE_LOG`` / the default log (see ``nnvm_llvm.tuning.records``)."""
+    paths = log_paths(config.extra.get("tune_log"))
+    if not paths:
+        return {}
+    threads = num_threads(target, config.extra) or \
+        int(os.environ.get("TVM_NUM_THREADS") or 0) or os.cpu_count() or 1
+    return best_records(paths, str(tgt), cpu_model(), threads)
+
+
+def kernel_lowerings(graph, params, lanes: int) -> list[_GroupLowering]:
+    """One lowering per distinct compiled kernel of an optimised graph, in graph order
+    (what ``nnvm tune`` measures: the same groups and signatures ``build_module`` makes)."""
+    params = {k: np.asarray(v) for k, v in params.items()}
+    seen, out = set(), []
+    for g in partition(graph):
+        if not g.lowered:
+            continue
+        gl = _GroupLowering(graph, g, params, lanes)
+        if gl.signature not in seen:
+            seen.add(gl.signature)
+            out.append(gl)
+    return out
 
 
 def _isolate_clobbered(access, entries) -> None:

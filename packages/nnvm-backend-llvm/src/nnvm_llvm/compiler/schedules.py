@@ -39,12 +39,18 @@ PARALLEL_MIN_WORK = 1 << 18
 
 @dataclasses.dataclass
 class ScheduleInfo:
-    """What a template may need beyond the TIR: vector lanes, the packed block sizes."""
+    """What a template may need beyond the TIR: vector lanes, the packed block sizes, and
+    the tuned ``knobs`` (``nnvm tune``): each knob a template reads replaces its heuristic's
+    choice; a knob left out keeps the heuristic, so an empty dict is the untuned kernel.
+    ``applied`` is written by :func:`schedule`: whether the template itself ran (False: the
+    plain fallback loop nest), so a tuner can reject knobs a template refused."""
 
     kind: str
     lanes: int = 16
     dense_block: int | None = None
     conv_block: int | None = None
+    knobs: dict = dataclasses.field(default_factory=dict)
+    applied: bool | None = None
 
 
 def _try(fn, *args, **kw):
@@ -150,6 +156,22 @@ DENSE_PANEL_BYTES = 24 << 10
 DENSE_ACC_BYTES = 32 << 10
 
 
+def _dense_nr(n: int, info: ScheduleInfo) -> int:
+    return info.dense_block or _pick(n, (2 * info.lanes, info.lanes, 8, 4, 2))
+
+
+def _dense_mr(m: int, nr: int, info: ScheduleInfo) -> int:
+    return _pick(m, (8, 6, 4, 12, 3, 2)) if nr >= 2 * info.lanes else _pick(m, (8, 6, 4, 3, 2))
+
+
+def _dense_kc(m: int, kk: int, mr: int, nr: int) -> int:
+    """K slice (0: none) that keeps one packed panel slice within ``DENSE_PANEL_BYTES``."""
+    if kk * nr * 4 > DENSE_PANEL_BYTES and m > mr:
+        return max((d for d in range(16, DENSE_PANEL_BYTES // (nr * 4) + 1, 16)
+                    if kk % d == 0), default=0)
+    return 0
+
+
 def schedule_dense(sch, func, info: ScheduleInfo) -> bool:
     """Register tile ``mr x nr`` over packed panels; when a panel (K x nr) overflows L1, K
     is cut into ``kc`` slices and the rows into ``mc`` blocks so the panel slice stays in
@@ -160,14 +182,12 @@ def schedule_dense(sch, func, info: ScheduleInfo) -> bool:
         return False
     i, j, k = sch.get_loops(anchor)
     m, n, kk = _extent(sch, i), _extent(sch, j), _extent(sch, k)
-    nr = info.dense_block or _pick(n, (2 * info.lanes, info.lanes, 8, 4, 2))
-    mr = _pick(m, (8, 6, 4, 12, 3, 2)) if nr >= 2 * info.lanes else _pick(m, (8, 6, 4, 3, 2))
+    knobs = info.knobs
+    nr = knobs.get("nr") or _dense_nr(n, info)
+    mr = knobs.get("mr") or _dense_mr(m, nr, info)
+    kc = knobs["kc"] if "kc" in knobs else _dense_kc(m, kk, mr, nr)
     io, ii = sch.split(i, [None, mr])
     jo, ji = sch.split(j, [None, nr])
-    kc = 0
-    if kk * nr * 4 > DENSE_PANEL_BYTES and m > mr:
-        kc = max((d for d in range(16, DENSE_PANEL_BYTES // (nr * 4) + 1, 16) if kk % d == 0),
-                 default=0)
     if kc:
         ko, ki = sch.split(k, [None, kc])
         rows = m // mr
@@ -185,7 +205,7 @@ def schedule_dense(sch, func, info: ScheduleInfo) -> bool:
         red, outer = k, [jo, io]
     _epilogue_into(sch, func, wb)
     fused = sch.fuse(*outer)
-    if m * n * kk >= PARALLEL_MIN_WORK and _extent(sch, fused) > 1:
+    if knobs.get("parallel", m * n * kk >= PARALLEL_MIN_WORK) and _extent(sch, fused) > 1:
         _try(sch.parallel, fused)  # before decompose_reduction: after it, TVM refuses
     _try(sch.unroll, ii)  # before decompose_reduction: the update block alone is neither
     _try(sch.vectorize, ji)  # complete nor a reduction, and refuses both
@@ -197,6 +217,19 @@ def schedule_dense(sch, func, info: ScheduleInfo) -> bool:
     return True
 
 
+def _matmul_tile(m: int, n: int, info: ScheduleInfo) -> tuple[int, int]:
+    """``(mr, nr)`` of an activation x activation matmul: the knobs, else the heuristic."""
+    nr = info.knobs.get("nr") or _pick(n, (2 * info.lanes, info.lanes, 8, 4, 2))
+    mr = _pick(m, (6, 4, 8, 3, 2)) if nr >= 2 * info.lanes else _pick(m, (8, 6, 4, 3, 2))
+    # ViT's 197 tokens (196 patches + class token) divide by nothing: uneven tiles (the last
+    # one predicated) instead of 1 x 1 scalar ones, as for conv widths
+    if nr < 4 and n >= 2 * info.lanes:
+        nr = info.lanes
+    if mr < 3 and m >= 16:
+        mr = 4
+    return info.knobs.get("mr") or mr, nr
+
+
 def schedule_batch_matmul(sch, func, info: ScheduleInfo) -> bool:
     """Attention's activation x activation matmuls: the dense register tile per batch,
     batches and row tiles in parallel (B's row ``k`` is contiguous along ``j``)."""
@@ -205,14 +238,7 @@ def schedule_batch_matmul(sch, func, info: ScheduleInfo) -> bool:
         return False
     *batch, i, j, k = sch.get_loops(anchor)
     m, n = _extent(sch, i), _extent(sch, j)
-    nr = _pick(n, (2 * info.lanes, info.lanes, 8, 4, 2))
-    mr = _pick(m, (6, 4, 8, 3, 2)) if nr >= 2 * info.lanes else _pick(m, (8, 6, 4, 3, 2))
-    # ViT's 197 tokens (196 patches + class token) divide by nothing: uneven tiles (the last
-    # one predicated) instead of 1 x 1 scalar ones, as for conv widths
-    if nr < 4 and n >= 2 * info.lanes:
-        nr = info.lanes
-    if mr < 3 and m >= 16:
-        mr = 4
+    mr, nr = _matmul_tile(m, n, info)
     io, ii = sch.split(i, [None, mr])
     jo, ji = sch.split(j, [None, nr])
     sch.reorder(*batch, io, jo, k, ii, ji)
@@ -233,6 +259,22 @@ def schedule_batch_matmul(sch, func, info: ScheduleInfo) -> bool:
     return True
 
 
+def _conv_tile(oc: int, ow: int, ic: int, info: ScheduleInfo) -> tuple[int, int, int]:
+    """``(bn, reg_n, rc_bn)``: output channels per vector block, output columns per register
+    tile, input channels per cache block; the knobs, else the heuristic."""
+    bn = info.conv_block or _pick(oc, (info.lanes, 8, 4, 2))
+    reg_n = _pick(ow, (14, 12, 16, 8, 7, 10, 6, 4, 5, 3, 2))
+    if reg_n < 4 and ow > 8:
+        # a prime-ish width (97 STFT frames): an uneven tile of 8 columns (the last one
+        # predicated) still reuses each weight vector 8 times; one column per tile cannot
+        reg_n = 8
+    # cache blocking over input channels: the rows of `rc_bn` channels and their weights
+    # stay in L1 while every ow tile of the output row consumes them
+    rc_bn = _pick(ic, (16, 8, 12, 4)) if ic > 16 else ic
+    k = info.knobs
+    return k.get("bn") or bn, k.get("reg_n") or reg_n, k.get("rc_bn") or rc_bn
+
+
 def schedule_conv2d(sch, func, info: ScheduleInfo) -> bool:
     anchor = _find(sch, "anchor_conv2d")
     if anchor is None:
@@ -244,18 +286,10 @@ def schedule_conv2d(sch, func, info: ScheduleInfo) -> bool:
         # register-tile the rows instead, or every weight vector is used once per load
         i, j = j, i
         ow = _extent(sch, j)
-    bn = info.conv_block or _pick(oc, (info.lanes, 8, 4, 2))
-    reg_n = _pick(ow, (14, 12, 16, 8, 7, 10, 6, 4, 5, 3, 2))
-    if reg_n < 4 and ow > 8:
-        # a prime-ish width (97 STFT frames): an uneven tile of 8 columns (the last one
-        # predicated) still reuses each weight vector 8 times; one column per tile cannot
-        reg_n = 8
+    ic = _extent(sch, rc)
+    bn, reg_n, rc_bn = _conv_tile(oc, ow, ic, info)
     co, ci = sch.split(c, [None, bn])
     jo, ji = sch.split(j, [None, reg_n])
-    # cache blocking over input channels: the rows of `rc_bn` channels and their weights
-    # stay in L1 while every ow tile of the output row consumes them
-    ic = _extent(sch, rc)
-    rc_bn = _pick(ic, (16, 8, 12, 4)) if ic > 16 else ic
     rco, rci = sch.split(rc, [None, rc_bn])
     sch.reorder(b, i, co, rco, jo, rci, rh, rw, ji, ci)
     wb = sch.cache_write(anchor, 0, "local")
@@ -267,9 +301,10 @@ def schedule_conv2d(sch, func, info: ScheduleInfo) -> bool:
     _epilogue_into(sch, func, wb)
     outer = sch.fuse(b, i, co)
     work = _extent(sch, outer) * ow * bn * ic * _extent(sch, rh) * _extent(sch, rw)
-    if work >= PARALLEL_MIN_WORK:
+    if info.knobs.get("parallel", work >= PARALLEL_MIN_WORK):
         _try(sch.parallel, outer)  # before decompose_reduction: after it, TVM refuses
-    _try(sch.unroll, ji)
+    if info.knobs.get("unroll", True):
+        _try(sch.unroll, ji)
     _try(sch.vectorize, ci)
     init = sch.decompose_reduction(anchor, rco)
     init_loops = sch.get_loops(init)
@@ -299,14 +334,14 @@ def schedule_window(sch, func, info: ScheduleInfo, prefix: str) -> bool:
     b, c, i, j = loops[:4]
     red = loops[4:]
     ow = _extent(sch, j)
-    vw = _pick(ow, (info.lanes, 8, 14, 7, 4, 2))
+    vw = info.knobs.get("vw") or _pick(ow, (info.lanes, 8, 14, 7, 4, 2))
     jo, ji = sch.split(j, [None, vw])
     sch.reorder(b, c, i, jo, *red, ji)
     wb = sch.cache_write(anchor, 0, "local")
     sch.reverse_compute_at(wb, jo)
     _epilogue_into(sch, func, wb)
     outer = sch.fuse(b, c, i)
-    if _extent(sch, outer) * ow >= PARALLEL_MIN_WORK // 8:
+    if info.knobs.get("parallel", _extent(sch, outer) * ow >= PARALLEL_MIN_WORK // 8):
         _try(sch.parallel, outer)  # before decompose_reduction: after it, TVM refuses
     _try(sch.vectorize, ji)
     init = sch.decompose_reduction(anchor, red[0])
@@ -359,7 +394,7 @@ def schedule_rows(sch, func, info: ScheduleInfo) -> bool:
         _try(sch.compute_at, p, outer)
     _try(sch.vectorize, sch.get_loops(out)[-1])
     total = _extent(sch, outer) * _extent(sch, sch.get_loops(out)[-1])
-    if total >= PARALLEL_MIN_WORK // 4 and _extent(sch, outer) > 1:
+    if info.knobs.get("parallel", total >= PARALLEL_MIN_WORK // 4) and _extent(sch, outer) > 1:
         _try(sch.parallel, outer)
     for rf in rfs:
         _vectorize_partials(sch, rf)
@@ -404,27 +439,121 @@ KEEP = {"conv2d": ("pad_",), "depthwise": ("pad_",), "pool": ("pad_",),
         "matmul": ("T_transpose",)}
 
 
+#: the template of each kernel kind (``Lowering.kind``); other kinds are elementwise
+TEMPLATES = {
+    "dense": schedule_dense,
+    "matmul": schedule_batch_matmul,
+    "conv2d": schedule_conv2d,
+    "depthwise": lambda sch, func, info: schedule_window(sch, func, info, "anchor_depthwise"),
+    "pool": lambda sch, func, info: schedule_window(sch, func, info, "anchor_pool"),
+    "tconv": lambda sch, func, info: schedule_window(sch, func, info, "anchor_tconv"),
+    "reduce": schedule_rows,
+    "softmax": schedule_rows,
+}
+
+
+# -- knob spaces (nnvm tune) ------------------------------------------------------------------
+
+def _choices(first, *others) -> list:
+    """``first`` (the heuristic's choice), then the other distinct choices in order."""
+    out = [first]
+    for c in others:
+        if c not in out:
+            out.append(c)
+    return out
+
+
+def _divisors(extent: int, candidates) -> list[int]:
+    return [c for c in candidates if 0 < c <= extent and extent % c == 0]
+
+
+def _dense_space(sch, info: ScheduleInfo) -> dict:
+    i, j, k = sch.get_loops(_find(sch, "anchor_dense"))
+    m, n, kk = _extent(sch, i), _extent(sch, j), _extent(sch, k)
+    nr = _dense_nr(n, info)
+    mr = _dense_mr(m, nr, info)
+    return {"nr": _choices(nr, *_divisors(n, (2 * info.lanes, info.lanes, 8))),
+            "mr": _choices(mr, *_divisors(m, (1, 2, 3, 4, 6, 8, 12, 16))),
+            "kc": _choices(_dense_kc(m, kk, mr, nr), 0,
+                           *[d for d in _divisors(kk, (64, 128, 256, 512)) if d < kk]),
+            "parallel": _choices(m * n * kk >= PARALLEL_MIN_WORK, True, False)}
+
+
+def _matmul_space(sch, info: ScheduleInfo) -> dict:
+    *_, i, j, _k = sch.get_loops(_find(sch, "anchor_matmul"))
+    m, n = _extent(sch, i), _extent(sch, j)
+    mr, nr = _matmul_tile(m, n, info)
+    return {"mr": _choices(mr, *_divisors(m, (2, 3, 4, 6, 8)), *((4, 8) if m >= 16 else ())),
+            "nr": _choices(nr, *_divisors(n, (2 * info.lanes, info.lanes, 8)),
+                           *((info.lanes,) if n >= 2 * info.lanes else ()))}
+
+
+def _conv2d_space(sch, info: ScheduleInfo) -> dict:
+    _b, c, i, j, rc, _rh, _rw = sch.get_loops(_find(sch, "anchor_conv2d"))
+    oc, oh, ow, ic = _extent(sch, c), _extent(sch, i), _extent(sch, j), _extent(sch, rc)
+    if ow < 4 and oh >= 8:  # the column image of schedule_conv2d: rows are the tile axis
+        ow = oh
+    bn, reg_n, rc_bn = _conv_tile(oc, ow, ic, info)
+    return {"bn": _choices(bn, *_divisors(oc, (info.lanes, 2 * info.lanes, 8))),
+            "reg_n": _choices(reg_n, *_divisors(ow, (4, 6, 7, 8, 12, 14, 16, 28)),
+                              *((8, 16) if ow >= 16 else ())),
+            "rc_bn": _choices(rc_bn, *_divisors(ic, (4, 8, 16, 32, 64, ic))),
+            "unroll": [True, False]}
+
+
+def _window_space(prefix: str):
+    def space(sch, info: ScheduleInfo) -> dict:
+        b, c, i, j = sch.get_loops(_find(sch, prefix))[:4]
+        ow = _extent(sch, j)
+        rows = _extent(sch, b) * _extent(sch, c) * _extent(sch, i)
+        return {"vw": _choices(_pick(ow, (info.lanes, 8, 14, 7, 4, 2)),
+                               *_divisors(ow, (info.lanes, 8, 4, 2 * info.lanes))),
+                "parallel": _choices(rows * ow >= PARALLEL_MIN_WORK // 8, True, False)}
+    return space
+
+
+def _rows_space(sch, info: ScheduleInfo) -> dict:
+    outs = _output_buffers(sch.mod["main"])
+    out = [b for b in _blocks(sch) if _writes_output(sch, b, outs)]
+    if len(out) != 1 or _is_reduction(sch, out[0]):
+        return {}  # the global-reduction path parallelises unconditionally: nothing to tune
+    total = 1
+    for lp in sch.get_loops(out[0]):
+        total *= max(_extent(sch, lp), 1)
+    return {"parallel": _choices(total >= PARALLEL_MIN_WORK // 4, True, False)}
+
+
+SPACES = {"dense": _dense_space, "matmul": _matmul_space, "conv2d": _conv2d_space,
+          "depthwise": _window_space("anchor_depthwise"), "pool": _window_space("anchor_pool"),
+          "tconv": _window_space("anchor_tconv"), "reduce": _rows_space,
+          "softmax": _rows_space}
+
+
+def knob_space(func, info: ScheduleInfo) -> dict[str, list]:
+    """The knobs the template of ``info.kind`` reads for this kernel, each a list of valid
+    choices with the heuristic's own choice first (so the first of every list is the untuned
+    kernel): the search space of ``nnvm tune``. ``{}`` when the kernel has no template with
+    knobs (elementwise, extern kernels) or its anchor is not where the template expects."""
+    space = SPACES.get(info.kind)
+    if space is None:
+        return {}
+    sch = s_tir.Schedule(func)
+    if _try(sch.get_sblock, "root") is None:
+        return {}
+    inline_all(sch, func, KEEP.get(info.kind, ()))
+    found = _try(space, sch, info)
+    return {k: v for k, v in (found or {}).items() if v}
+
+
 def schedule(func, info: ScheduleInfo):
     """Schedule one group's PrimFunc; returns the scheduled PrimFunc."""
     sch = s_tir.Schedule(func)
     if _try(sch.get_sblock, "root") is None:
         return func  # an extern kernel (recurrent_loop): its TIR is scheduled as written
     inline_all(sch, func, KEEP.get(info.kind, ()))
-    done = False
-    if info.kind == "dense":
-        done = bool(_try(schedule_dense, sch, func, info))
-    elif info.kind == "matmul":
-        done = bool(_try(schedule_batch_matmul, sch, func, info))
-    elif info.kind == "conv2d":
-        done = bool(_try(schedule_conv2d, sch, func, info))
-    elif info.kind == "depthwise":
-        done = bool(_try(schedule_window, sch, func, info, "anchor_depthwise"))
-    elif info.kind == "pool":
-        done = bool(_try(schedule_window, sch, func, info, "anchor_pool"))
-    elif info.kind == "tconv":
-        done = bool(_try(schedule_window, sch, func, info, "anchor_tconv"))
-    elif info.kind in ("reduce", "softmax"):
-        done = bool(_try(schedule_rows, sch, func, info))
+    template = TEMPLATES.get(info.kind)
+    done = template is not None and bool(_try(template, sch, func, info))
+    info.applied = done
     if not done:  # elementwise / injective, and the fallback of every template
         outs = _output_buffers(sch.mod['main'])
         for b in _blocks(sch):

@@ -1,0 +1,179 @@
+"""``nnvm tune`` for llvm: records are measured, resumed, applied by ``build`` and shipped.
+
+A tiny model (a conv and a dense) is tuned with 3 settings per kernel into a temporary log;
+every check reads that log or builds against it. Nothing here asserts a time: which setting
+wins depends on the machine, what must hold is that the winner is the one ``build`` applies,
+that it computes what the reference computes, and that a log of another CPU, an unreadable
+log, or no log leaves the untuned kernels.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+
+import numpy as np
+import pytest
+
+import nnvm
+from nnvm import sym
+
+pytest.importorskip("tvm")
+from nnvm_llvm.compiler import cache  # noqa: E402
+from nnvm_llvm.compiler.codegen import kernel_lowerings  # noqa: E402
+from nnvm_llvm.compiler.schedules import ScheduleInfo, knob_space, schedule  # noqa: E402
+from nnvm_llvm.tuning import cpu_model, read_log, tune  # noqa: E402
+from nnvm_llvm.tuning.tuner import _prepare  # noqa: E402
+
+SHAPE = {"x": (1, 8, 12, 12)}
+TRIALS = 3
+
+
+def _model():
+    rng = np.random.default_rng(3)
+    x = sym.Variable("x")
+    y = sym.relu(sym.conv2d(x, channels=16, kernel_size=(3, 3), padding=(1, 1), name="c"))
+    y = sym.dense(sym.flatten(y), units=32, name="fc")
+    params = {"c_weight": rng.standard_normal((16, 8, 3, 3)).astype("float32"),
+              "c_bias": rng.standard_normal(16).astype("float32"),
+              "fc_weight": rng.standard_normal((32, 16 * 144)).astype("float32"),
+              "fc_bias": rng.standard_normal(32).astype("float32")}
+    return y, params
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory):
+    """(model, params, log path, first TuneResult): one tuning run shared by the tests."""
+    d = tmp_path_factory.mktemp("tune")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("NNVM_CACHE_DIR", str(d / "cache"))
+    mp.delenv("NNVM_TUNE_LOG", raising=False)
+    cache.clear_memory()
+    y, params = _model()
+    log = str(d / "tune.jsonl")
+    result = tune(y, trials=TRIALS, log=log, shape=SHAPE, params=params, threads=1)
+    yield y, params, log, result
+    mp.undo()
+    cache.clear_memory()
+
+
+def _build(y, params, **options):
+    return nnvm.compiler.build(y, target="llvm", shape=SHAPE, params=params, **options)
+
+
+def _kernel_names(lib) -> set[str]:
+    return {s["func"] for s in lib._plan["steps"] if s["kind"] == "kernel"}
+
+
+def test_records_written_for_each_tunable_kernel(tuned):
+    _, _, log, result = tuned
+    recs = read_log(log)
+    kinds = {k.kind for k in result.kernels if not k.skipped}
+    assert {"conv2d", "dense"} <= kinds
+    per_workload: dict[str, int] = {}
+    for r in recs:
+        assert r["cpu"] == cpu_model() and r["threads"] == 1 and isinstance(r["knobs"], dict)
+        assert (r["seconds"] is None) == bool(r["error"])
+        per_workload[r["workload"]] = per_workload.get(r["workload"], 0) + 1
+    assert sorted(per_workload.values()) == [TRIALS] * len(per_workload)
+    assert result.measured == len(recs) == TRIALS * len(per_workload)
+    assert all(k.best_seconds for k in result.kernels if not k.skipped)
+
+
+def test_rerun_resumes_without_measuring(tuned):
+    y, params, log, _ = tuned
+    before = open(log).read()
+    again = tune(y, trials=TRIALS, log=log, shape=SHAPE, params=params, threads=1)
+    assert again.measured == 0
+    assert {k.resumed for k in again.kernels if not k.skipped} == {TRIALS}
+    assert open(log).read() == before
+
+
+def test_build_applies_best_records_and_matches_reference(tuned, tmp_path):
+    y, params, log, _ = tuned
+    recs = [r for r in read_log(log) if r["seconds"] is not None]
+    best = {}
+    for r in recs:
+        if r["workload"] not in best or r["seconds"] < best[r["workload"]]["seconds"]:
+            best[r["workload"]] = r
+    lib = _build(y, params, tune_log=log)
+    info = lib.stats()["tuning"]
+    assert info["tuned"] == len(best)
+    assert {(r["workload"], json.dumps(r["knobs"], sort_keys=True)) for r in info["records"]} \
+        == {(w, json.dumps(r["knobs"], sort_keys=True)) for w, r in best.items()}
+    untuned = _build(y, params, tune_log="off")
+    assert untuned.stats()["tuning"]["tuned"] == 0
+    assert _kernel_names(lib) != _kernel_names(untuned)  # the knobs are in the cache key
+    xv = np.random.default_rng(0).standard_normal(SHAPE["x"]).astype("float32")
+    ref = nnvm.compiler.build(y, target="reference", shape=SHAPE, params=params)
+    np.testing.assert_allclose(lib.run(x=xv)[0], ref.run(x=xv)[0], rtol=1e-4, atol=1e-4)
+    path = tmp_path / "m.nnvm"
+    lib.export(str(path))
+    with zipfile.ZipFile(path) as zf:
+        name = next(n for n in zf.namelist() if n.endswith("executor.json"))
+        shipped = json.loads(zf.read(name))["tuning"]
+    assert shipped == info
+    np.testing.assert_allclose(nnvm.runtime.load(str(path)).run(x=xv)[0], ref.run(x=xv)[0],
+                               rtol=1e-4, atol=1e-4)
+
+
+def test_env_variable_names_the_log(tuned, monkeypatch):
+    y, params, log, _ = tuned
+    monkeypatch.setenv("NNVM_TUNE_LOG", log)
+    assert _build(y, params).stats()["tuning"]["tuned"] >= 2
+    with nnvm.compiler.build_config(tune_log="off"):
+        assert _build(y, params).stats()["tuning"]["tuned"] == 0
+
+
+def test_record_of_another_cpu_is_ignored(tuned, tmp_path):
+    y, params, log, _ = tuned
+    other = tmp_path / "other.jsonl"
+    with open(other, "w") as f:
+        for r in read_log(log):
+            f.write(json.dumps({**r, "cpu": "Some Other CPU | avx2"}) + "\n")
+    lib = _build(y, params, tune_log=str(other))
+    assert lib.stats()["tuning"]["tuned"] == 0
+    assert _kernel_names(lib) == _kernel_names(_build(y, params, tune_log="off"))
+
+
+def test_broken_log_line_names_file_and_line(tuned, tmp_path):
+    y, params, log, _ = tuned
+    bad = tmp_path / "bad.jsonl"
+    lines = open(log).read().splitlines()
+    bad.write_text("\n".join(lines[:2] + ['{"workload": "abc", "knobs": {'] + lines[2:]) + "\n")
+    with pytest.raises(nnvm.NNVMError, match=r"bad\.jsonl', line 3: is not JSON"):
+        _build(y, params, tune_log=str(bad))
+    bad.write_text('{"workload": "abc"}\n')
+    with pytest.raises(nnvm.NNVMError, match=r"line 1: lacks the field\(s\) target, cpu, knobs"):
+        tune(y, trials=1, log=str(bad), shape=SHAPE, params=params, threads=1)
+
+
+def test_heuristic_setting_is_the_untuned_kernel():
+    """The first choice of every knob is the heuristic's: the same TIR as no knobs."""
+    import tvm
+    from nnvm_llvm.compiler.target import tvm_target, vector_lanes
+    from nnvm.backend import parse_target
+
+    y, params = _model()
+    graph, params = _prepare(y, SHAPE, "float32", params, 2)
+    lanes = vector_lanes(tvm_target(parse_target("llvm")))
+    checked = 0
+    for gl in kernel_lowerings(graph, params, lanes):
+        space = knob_space(gl.primfunc(lanes), ScheduleInfo(gl.kind, lanes))
+        if not space:
+            continue
+        assert all(len(set(map(repr, v))) == len(v) for v in space.values()), space
+        plain = schedule(gl.primfunc(lanes), ScheduleInfo(gl.kind, lanes))
+        first = schedule(gl.primfunc(lanes), ScheduleInfo(
+            gl.kind, lanes, knobs={k: v[0] for k, v in space.items()}))
+        tvm.ir.assert_structural_equal(plain, first)
+        checked += 1
+    assert checked >= 2
+
+
+def test_non_llvm_target_and_bad_trials_are_refused():
+    y, params = _model()
+    with pytest.raises(nnvm.NNVMError, match="is not llvm"):
+        tune(y, "reference", trials=2, shape=SHAPE, params=params)
+    with pytest.raises(nnvm.NNVMError, match="trials must be at least 1"):
+        tune(y, trials=0, shape=SHAPE, params=params)
