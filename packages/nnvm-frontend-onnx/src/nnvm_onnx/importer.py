@@ -417,6 +417,7 @@ class OnnxImporter:
                  freeze: Mapping | None = None, static_shapes: bool = False):
         self.model = model
         self.static_shapes = static_shapes
+        self._onnx_ranks: dict[str, int] | None = None
         # Tensor inputs: a shape tuple. Sequence inputs: a list of element shapes. Optional
         # inputs: None when empty. Interpreted per the input's declared type.
         self.shape = dict(shape or {})
@@ -801,9 +802,22 @@ class OnnxImporter:
             if v.const is not None:
                 v = Value(name, const=v.const)
             else:
-                v = Value(name, entry=v.entry, shape=v.shape, dtype=v.dtype, rank=v.rank,
+                rank = v.rank if v.shape is not None or v.rank is not None or \
+                    self.static_shapes else self.onnx_rank(name)
+                v = Value(name, entry=v.entry, shape=v.shape, dtype=v.dtype, rank=rank,
                           default=v.default)
             scope.values[name] = v
+
+    def onnx_rank(self, name: str) -> int | None:
+        """The rank ONNX's own shape inference gives value ``name``, or None.
+
+        Why: downstream of a data-dependent op (NonZero, NMS...) NNVM knows no shape until
+        run time, yet most converters only need the rank (Transpose, Concat, TopK, Softmax
+        axes), which ONNX infers statically (NonZero of a 2-D tensor is 2-D). Computed once,
+        on the first such value, so models without data-dependent ops never pay for it."""
+        if self._onnx_ranks is None:
+            self._onnx_ranks = _inferred_ranks(self.model)
+        return self._onnx_ranks.get(name)
 
     def _inline_function(self, builder, scope, node, fn, inputs, opsets) -> None:
         """Expand a function (local, or an op's schema body) in place of ``node``."""
@@ -1000,9 +1014,36 @@ def _sanitize(name: str) -> str:
     return _BAD.sub("_", name)
 
 
+def _inferred_ranks(model) -> dict[str, int]:
+    """``{value name: rank}`` from ``onnx.shape_inference`` over the graph and its subgraphs
+    (a name whose rank differs between graphs is left out)."""
+    from onnx import shape_inference
+
+    try:
+        inferred = shape_inference.infer_shapes(model, strict_mode=False)
+    except Exception:  # noqa: BLE001 - inference is a hint here; without it ranks stay unknown
+        return {}
+    ranks: dict[str, int] = {}
+    clashes: set[str] = set()
+    stack = [inferred.graph]
+    while stack:
+        graph = stack.pop()
+        for info in (*graph.value_info, *graph.output):
+            tt = info.type.tensor_type if info.type.HasField("tensor_type") else None
+            if tt is None or not tt.HasField("shape"):
+                continue
+            rank = len(tt.shape.dim)
+            if ranks.setdefault(info.name, rank) != rank:
+                clashes.add(info.name)
+        for node in graph.node:
+            for attr in node.attribute:
+                stack.extend([attr.g] if attr.HasField("g") else list(attr.graphs))
+    return {k: v for k, v in ranks.items() if k not in clashes}
+
+
 def import_model(model: Any, shape: Mapping | None = None, dtype: Any = None,
                  freeze: Mapping | None = None, check: bool = True,
-                 static_shapes: bool | None = None) -> tuple[Graph, dict[str, np.ndarray]]:
+                 static_shapes: bool = False) -> tuple[Graph, dict[str, np.ndarray]]:
     """Import an ONNX model (path, bytes or ModelProto) as ``(graph, params)``.
 
     Args:
@@ -1012,10 +1053,13 @@ def import_model(model: Any, shape: Mapping | None = None, dtype: Any = None,
         freeze: ``{input: array}`` inputs to treat as constants (e.g. a shape tensor fed as
             an input); their values are folded into the graph.
         check: run ``onnx.checker`` first.
-        static_shapes: refuse ops whose output shape depends on input values (NonZero,
-            Unique...) unless their inputs fold to constants, raising ``NeedsConstantError``
-            (what static compilation needs; the onnx.backend adapter then freezes inputs).
-            Default: True when ``shape`` is given (the caller wants a static graph).
+        static_shapes: True refuses ops whose output shape depends on input values
+            (NonZero, Unique, NonMaxSuppression...) unless their inputs fold to constants,
+            raising ``NeedsConstantError`` (the onnx.backend adapter asks for it, then
+            freezes the inputs it names). Default False: such ops import with their outputs'
+            shapes left to run time (``dynamic_shape``); ``reference`` runs them as they are
+            and compiled targets compile the static part and run the data-dependent tail
+            on the host (``nnvm.compiler.dynamic_region``).
 
     Raises:
         NNVMError: every failure, naming the file, input or node.
@@ -1023,10 +1067,8 @@ def import_model(model: Any, shape: Mapping | None = None, dtype: Any = None,
     from .loader import load_model
 
     proto, _ = load_model(model, check=check)
-    if static_shapes is None:
-        static_shapes = bool(shape)
     try:
-        return OnnxImporter(proto, shape, dtype, freeze, static_shapes).run()
+        return OnnxImporter(proto, shape, dtype, freeze, bool(static_shapes)).run()
     except NNVMError:
         raise
     except RecursionError:

@@ -21,6 +21,8 @@ from ..ir import Graph
 from ..pass_manager import apply_passes, opt_level_passes
 from ..passes.infer_engine import first_unknown
 from ..symbol import Symbol
+from .dynamic_region import RUNS_DYNAMIC_SHAPES, build_with_host_tail, has_dynamic_op, \
+    is_dynamic_op
 from .symbolic_batch import build_any_batch, is_symbolic
 
 _config: contextvars.ContextVar[BuildConfig | None] = contextvars.ContextVar(
@@ -92,15 +94,14 @@ def _normalize_inputs(graph: Graph, shape, dtype, params) -> tuple[dict, dict, d
 def _only_dynamic_unknown(graph: Graph) -> bool:
     """True when every unknown shape is downstream of an op whose output size depends on
     data (``TDynamicShape``, e.g. non_zero, non_max_suppression): such graphs are fine for
-    targets that allocate at run time (``reference``), and marked ``dynamic_shape``."""
+    targets that allocate at run time (``reference``; compiled targets run that part as a
+    host tail, ``nnvm.compiler.dynamic_region``), and marked ``dynamic_shape``."""
     idx = graph.index
     rptr = idx.entry_rptr
     shapes = graph.attrs["shape"]
     dynamic = [False] * idx.num_nodes
     for nid, node in enumerate(idx.nodes):
-        dynamic[nid] = node.op is not None and (
-            bool(node.op.get_attr("TDynamicShape", False)) or
-            any(dynamic[i] for i, _, _ in idx.inputs[nid]))
+        dynamic[nid] = is_dynamic_op(node) or any(dynamic[i] for i, _, _ in idx.inputs[nid])
         if not dynamic[nid] and any(shapes[e] is None for e in range(rptr[nid], rptr[nid + 1])):
             return False
     graph.attrs["dynamic_shape"] = any(dynamic)
@@ -190,11 +191,34 @@ def build(graph: Graph | Symbol, target: str | Target | None = None,
     names = set(getattr(graph, "attrs", {}).get("input_defaults") or ())
     defaults = {k: v for k, v in (params or {}).items() if k in names}
     params = {k: v for k, v in (params or {}).items() if k not in names}
-    g, params = optimize(graph, shape, dtype, params, level, log, layout)
-    config = BuildConfig(level, cfg.add_pass, cfg.disabled_pass, {**cfg.extra, **options})
-    if log:
-        log(f"lowering for target {tgt}")
-    module = backend.build(g, params, tgt, config)
+    if tgt.kind not in RUNS_DYNAMIC_SHAPES and has_dynamic_op(_to_graph(graph)):
+        module = _build_host_tail(_to_graph(graph), tgt, shape, dtype, params, level, layout,
+                                  log, options)
+    else:
+        g, params = optimize(graph, shape, dtype, params, level, log, layout)
+        config = BuildConfig(level, cfg.add_pass, cfg.disabled_pass, {**cfg.extra, **options})
+        if log:
+            log(f"lowering for target {tgt}")
+        module = backend.build(g, params, tgt, config)
     module.params.update({k: np.asarray(v) for k, v in defaults.items()})
     module.input_names = [n for n in module.input_names if n not in defaults]
     return module
+
+
+def _build_host_tail(graph: Graph, tgt: Target, shape, dtype, params, level, layout, log,
+                     options):
+    """A graph with data-dependent shapes for a compiled target: the static part compiled,
+    the tail on the host (``nnvm.compiler.dynamic_region``)."""
+    shapes, dtypes, params = _normalize_inputs(graph, shape, dtype, params)
+
+    def build_part(part, target, part_shape, part_dtype, part_params):
+        if log:
+            log(f"building the {'host tail' if target == 'reference' else 'static part'} "
+                f"for target {target}")
+        part_layout = {k: v for k, v in layout.items() if k in part_shape} \
+            if isinstance(layout, Mapping) else layout
+        return build(part, target, part_shape, part_dtype, part_params, level,
+                     layout=part_layout if target != "reference" else None, log=log,
+                     **(options if target != "reference" else {}))
+
+    return build_with_host_tail(graph, shapes, dtypes, params, build_part, str(tgt))

@@ -36,4 +36,6 @@ def load(path: str, trusted_keys: Any = None) -> Module:
     target = parse_target(artifact.manifest["target"])
     backend = get_backend(target.kind)
     artifact.check_consistency()
-    return backend.load(artifact)
+    from .host_tail import attach_host_tail
+
+    return attach_host_tail(backend.load(artifact), artifact)  # data-dependent shapes

@@ -1,0 +1,187 @@
+"""Models whose shapes depend on data (NonZero, NonMaxSuppression, TopK over their results)
+import with ``shape=`` given and match onnxruntime on ``reference`` and on compiled targets,
+where the static part is compiled and the data-dependent tail runs on the host
+(``nnvm.compiler.dynamic_region``); the artifact exports and loads in a fresh process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper  # noqa: E402
+
+import nnvm  # noqa: E402
+from nnvm.compiler.dynamic_region import check_host_tail_free  # noqa: E402
+from nnvm_onnx.errors import NeedsConstantError  # noqa: E402
+
+from onnx_test_helpers import make_model, ort_run  # noqa: E402
+
+F, I64 = TensorProto.FLOAT, TensorProto.INT64
+TARGETS = ["reference", "llvm"]
+
+
+def _nonzero_model():
+    """Static head (relu, scale), then NonZero -> Gather -> CumSum: one static output and two
+    whose length is the number of elements above a threshold."""
+    nodes = [helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("Mul", ["r", "two"], ["scaled"]),
+             helper.make_node("Greater", ["r", "th"], ["mask"]),
+             helper.make_node("NonZero", ["mask"], ["nz"], name="find"),
+             helper.make_node("Gather", ["scaled", "nz"], ["picked"], axis=0),
+             helper.make_node("CumSum", ["picked", "one"], ["running"])]
+    inits = [helper.make_tensor("th", F, [], [0.3]), helper.make_tensor("two", F, [], [2.0]),
+             helper.make_tensor("one", I64, [], [1])]
+    return make_model(nodes, [helper.make_tensor_value_info("x", F, [24])],
+                      [helper.make_tensor_value_info("running", F, [1, None]),
+                       helper.make_tensor_value_info("scaled", F, [24]),
+                       helper.make_tensor_value_info("picked", F, [1, None])], inits)
+
+
+def _nms_model():
+    """Boxes and scores computed by static ops, then NonMaxSuppression, the kept boxes
+    gathered and their scores sorted by TopK with k from the kept count."""
+    nodes = [helper.make_node("Add", ["raw_boxes", "offset"], ["boxes"]),
+             helper.make_node("Sigmoid", ["logits"], ["scores"]),
+             helper.make_node("NonMaxSuppression", ["boxes", "scores", "max_out", "iou",
+                                                    "score_th"], ["sel"], name="nms"),
+             helper.make_node("Gather", ["sel", "col"], ["box_idx"], axis=1),
+             helper.make_node("Squeeze", ["boxes", "zero"], ["boxes2d"]),
+             helper.make_node("Gather", ["boxes2d", "box_idx"], ["kept"], axis=0),
+             helper.make_node("Flatten", ["scores"], ["flat_scores"], axis=0),
+             helper.make_node("Squeeze", ["flat_scores", "zero"], ["scores1d"]),
+             helper.make_node("Gather", ["scores1d", "box_idx"], ["kept_scores2"], axis=0),
+             helper.make_node("Squeeze", ["kept_scores2", "one"], ["kept_scores"]),
+             helper.make_node("TopK", ["kept_scores", "k"], ["top", "top_idx"])]
+    inits = [helper.make_tensor("offset", F, [4], [0.0, 0.0, 1.0, 1.0]),
+             helper.make_tensor("max_out", I64, [1], [5]),
+             helper.make_tensor("iou", F, [1], [0.4]),
+             helper.make_tensor("score_th", F, [1], [0.3]),
+             helper.make_tensor("col", I64, [1], [2]),
+             helper.make_tensor("zero", I64, [1], [0]),
+             helper.make_tensor("one", I64, [1], [1]),
+             helper.make_tensor("k", I64, [1], [2])]
+    return make_model(nodes, [helper.make_tensor_value_info("raw_boxes", F, [1, 12, 4]),
+                              helper.make_tensor_value_info("logits", F, [1, 1, 12])],
+                      [helper.make_tensor_value_info("kept", F, [None, 1, 4]),
+                       helper.make_tensor_value_info("top", F, [None]),
+                       helper.make_tensor_value_info("top_idx", I64, [None])], inits)
+
+
+def _feeds():
+    rng = np.random.default_rng(0)
+    corners = rng.uniform(0, 4, size=(1, 12, 2)).astype("float32")
+    return {
+        "nonzero": {"x": rng.standard_normal(24).astype("float32")},
+        "nms": {"raw_boxes": np.concatenate([corners, corners], axis=2),
+                "logits": rng.standard_normal((1, 1, 12)).astype("float32")},
+    }
+
+
+MODELS = {"nonzero": _nonzero_model, "nms": _nms_model}
+
+
+def _build(name: str, target: str):
+    if target != "reference":
+        pytest.importorskip("tvm")
+    feed = _feeds()[name]
+    shape = {k: v.shape for k, v in feed.items()}
+    graph, params = nnvm.frontend.from_onnx(MODELS[name](), shape=shape)
+    return nnvm.compiler.build(graph, target=target, shape=shape, params=params), feed
+
+
+def _assert_matches(outs, want):
+    assert len(outs) == len(want)
+    for got, ref in zip(outs, want):
+        assert got.shape == ref.shape and got.dtype == ref.dtype
+        np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_data_dependent_model_matches_onnxruntime(name, target):
+    lib, feed = _build(name, target)
+    want = ort_run(MODELS[name](), feed)
+    _assert_matches(lib.run(**feed), want)
+    assert lib.output_names == [o.name for o in MODELS[name]().graph.output]
+    if target != "reference":  # compiled static part, data-dependent tail on the host
+        assert lib.host_nodes and lib.stats()["host_nodes"] == len(lib.host_nodes)
+        assert lib.static.target.startswith(target) and lib.tail.target == "reference"
+        assert None in lib.output_shapes  # the tail's shapes are known only at run time
+
+
+def test_tail_shapes_follow_each_run():
+    """Two inputs with a different number of selected elements: each run's outputs have
+    that run's length (nothing is sized at build time)."""
+    lib, feed = _build("nonzero", "llvm")
+    for x in (np.linspace(-1, 1, 24, dtype="float32"), np.ones(24, "float32")):
+        want = ort_run(_nonzero_model(), {"x": x})
+        _assert_matches(lib.run(x=x), want)
+
+
+LOAD = textwrap.dedent("""
+    import sys, numpy as np, nnvm
+    lib = nnvm.runtime.load(sys.argv[1])
+    feed = dict(np.load(sys.argv[2]))
+    outs = lib.run(**feed)
+    np.savez(sys.argv[3], *outs, kind=type(lib).__name__)
+""")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_export_loads_in_a_fresh_process(tmp_path, name, target):
+    lib, feed = _build(name, target)
+    art, fin, out = tmp_path / "m.nnvm", tmp_path / "in.npz", tmp_path / "out.npz"
+    lib.export(str(art))
+    np.savez(fin, **feed)
+    res = subprocess.run([sys.executable, "-c", LOAD, str(art), str(fin), str(out)],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    got = np.load(out)
+    outs = [got[f"arr_{i}"] for i in range(len(lib.output_names))]
+    _assert_matches(outs, ort_run(MODELS[name](), feed))
+    assert str(got["kind"]) == type(lib).__name__
+
+
+def test_tampered_wiring_is_refused(tmp_path):
+    """The wiring member is checked before the module runs: an output index out of range
+    is a SerializationError naming the member, not an IndexError at run time."""
+    import json
+    import zipfile
+
+    from nnvm.errors import SerializationError
+    from nnvm.runtime.artifact import read_artifact
+
+    lib, _ = _build("nonzero", "llvm")
+    wiring = json.loads(lib.tail_members()["host_tail.json"])
+    wiring["outputs"][0] = ["tail", 99]
+    art = tmp_path / "m.nnvm"
+    lib.export(str(art))
+    artifact = read_artifact(str(art))
+    artifact.members["host_tail.json"] = json.dumps(wiring).encode()
+    from nnvm.runtime.host_tail import attach_host_tail
+
+    with pytest.raises(SerializationError, match=r"host_tail.json.*outputs\[0\]"):
+        attach_host_tail(lib.static, artifact)
+    assert zipfile.is_zipfile(art)
+
+
+def test_static_shapes_true_still_refuses_with_the_node_named():
+    """The onnx.backend adapter asks for static graphs and freezes the inputs named."""
+    feed = _feeds()["nonzero"]
+    with pytest.raises(NeedsConstantError, match="find") as info:
+        nnvm.frontend.from_onnx(_nonzero_model(), shape={"x": feed["x"].shape},
+                                static_shapes=True)
+    assert info.value.inputs == ("x",)
+
+
+def test_tools_that_run_only_compiled_steps_name_the_host_tail():
+    lib, _ = _build("nonzero", "llvm")
+    with pytest.raises(nnvm.NNVMError, match=r"nnvm export-c.*'find'.*Python runtime"):
+        check_host_tail_free(lib, "nnvm export-c")
