@@ -8,11 +8,12 @@ says the op is simply big.
 A module that can time its steps provides ``profile(repeat, warmup) -> [(name, seconds)]`` and
 ``step_nodes() -> [[node id, ...]]`` (the graph nodes each step computes); today the ``llvm``
 target does. FLOPs are counted from the graph's shapes: 2 per multiply-add for convolutions,
-dense and matmul-like ops, 1 per output element for everything else (an estimate that keeps
-elementwise kernels visible without pretending to know their instruction mix). The peak is
-``vector lanes x 2 (FMA) x FMA units x clock x threads`` read off this CPU; the FMA-unit count
-is a stated assumption (2 on Intel cores with AVX-512 or AVX2, 1 512-bit unit on AMD Zen 4,
-which splits AVX-512 into two 256-bit halves), so treat the share of peak as a guide.
+dense and matmul-like ops and the gate GEMMs of recurrent cells, 1 per output element for
+everything else (an estimate that keeps elementwise kernels visible without pretending to know
+their instruction mix). The peak is ``vector lanes x 2 (FMA) x FMA units x clock x threads``
+read off this CPU; the FMA-unit count is a stated assumption (2 on Intel cores with AVX-512 or
+AVX2, 1 512-bit unit on AMD Zen 4, which splits AVX-512 into two 256-bit halves), so treat the
+share of peak as a guide.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from ..errors import NNVMError, format_error
 _MAC_OPS = {"conv2d", "conv", "dense", "matmul", "batch_matmul", "conv_transpose",
             "conv2d_transpose", "matmul_integer",
             "conv_integer"}
+#: recurrent cells: X @ W^T and H @ R^T at every step of every direction
+_RECURRENT_OPS = {"lstm", "gru", "rnn"}
 
 
 @dataclass
@@ -64,6 +67,9 @@ def node_flops(graph, nid: int) -> float:
         if name in ("conv_transpose", "conv2d_transpose"):
             return 2.0 * _prod(data) * _prod(weight[1:])
         return 2.0 * _prod(out) * int(data[-1])  # dense / matmul: K = data's last axis
+    if name in _RECURRENT_OPS and len(ins) >= 3 and all(s is not None for s in ins[:3]):
+        # X is (steps, batch, input) or (batch, steps, input); W, R (dirs, gates*H, I or H)
+        return 2.0 * _prod(ins[0][:-1]) * (_prod(ins[1]) + _prod(ins[2]))
     return float(_prod(out))
 
 
