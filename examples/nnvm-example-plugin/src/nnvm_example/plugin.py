@@ -13,7 +13,10 @@ import numpy as np
 from nnvm import hookimpl
 from nnvm.graph_attrs import DERIVED
 from nnvm.ir import Graph, make_node, node_map
+from nnvm.op import OpPattern, define_op
 from nnvm.ops.common import same_dtype, same_shape
+from nnvm.params import Param
+from nnvm.pass_manager import define_pass
 from nnvm.runtime.module import Module
 
 
@@ -32,8 +35,8 @@ def fuse_swish(graph: Graph) -> Graph:
                 return make_node("example_swish", [x], {"beta": 1.0}, name=node.name)
         return None
 
-    # Per-entry attributes such as ``shape`` are now stale: the pass manager drops them,
-    # because the pass is registered with ``invalidates=DERIVED``.
+    # Per-entry attributes such as ``shape`` are now stale: the pass manager drops them
+    # (the PassDef declares ``invalidates=DERIVED``).
     return Graph(node_map(graph, rewrite), graph.attrs)
 
 
@@ -85,20 +88,20 @@ class ExampleBackend:
 
 
 @hookimpl
-def nnvm_register_ops(registry) -> None:
-    registry.register_op(
-        "example_swish", doc="Swish activation, x * sigmoid(beta * x).", shape=same_shape,
-        params=[registry.Param("beta", "float", 1.0, "slope inside the sigmoid")],
-        dtype=same_dtype, reference=swish, pattern=registry.OpPattern.ELEMWISE)
+def nnvm_ops() -> list:
+    return [define_op("example_swish", doc="Swish activation, x * sigmoid(beta * x).",
+                      params=[Param("beta", "float", 1.0, "slope inside the sigmoid")],
+                      shape=same_shape, dtype=same_dtype, reference=swish,
+                      pattern=OpPattern.ELEMWISE)]
 
 
 @hookimpl
-def nnvm_register_passes(registry) -> None:
-    registry.register_pass("FuseSwish", invalidates=DERIVED)(fuse_swish)
+def nnvm_passes() -> list:
+    return [define_pass("FuseSwish", fuse_swish, invalidates=DERIVED)]
 
 
 @hookimpl
-def nnvm_register_backends() -> list:
+def nnvm_targets() -> list:
     return [ExampleBackend()]
 
 

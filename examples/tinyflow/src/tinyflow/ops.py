@@ -1,4 +1,4 @@
-"""TinyFlow's own operators, registered into NNVM by this package's plugin (``plugin.py``).
+"""TinyFlow's own operators, returned to NNVM by this package's plugin (``plugin.py``).
 
 Only what no core op covers lives here, each op one record with its rules side by side:
 
@@ -10,8 +10,8 @@ Only what no core op covers lives here, each op one record with its rules side b
   class count ``C`` known when the symbol is built; this op learns ``C`` from shape inference,
   and its fused backward op (``softmax - one_hot``) is both cheaper and stabler.
 
-The module registers through ``register(registry)`` so that NNVM, not an import side effect,
-decides when (the ``nnvm_register_ops`` hook).
+The module builds records (``records()``) and registers nothing: NNVM registers them when it
+calls the plugin's ``nnvm_ops`` hook, credited to ``tinyflow``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ from __future__ import annotations
 import numpy as np
 
 from nnvm.errors import ExecutionError, ShapeError, TypeInferenceError
+from nnvm.op import OpPattern, define_op
 from nnvm.ops.common import op
+from nnvm.params import Param
 
 NORMAL = "tf_random_normal"
 SPARSE_XENT = "tf_sparse_softmax_cross_entropy"
@@ -142,10 +144,9 @@ def _xent_backward_grad(n, og):
     return [d_og, d_logits, None]
 
 
-def register(registry) -> None:
-    """Register TinyFlow's ops into ``registry`` (the ``nnvm.op`` module)."""
-    Param, OpPattern = registry.Param, registry.OpPattern
-    registry.register_op(
+def records() -> list:
+    """TinyFlow's ops as ``OpDef`` records, returned by the plugin's ``nnvm_ops`` hook."""
+    return [define_op(
         NORMAL, doc="Gaussian noise of `shape` (TinyFlow's `normal`): mean + stdev * N(0, 1), "
         "drawn from a generator seeded by `seed`, so the graph stays a pure function.",
         inputs=(), params=[Param("shape", "ints", doc="output shape"),
@@ -154,16 +155,16 @@ def register(registry) -> None:
                            Param("seed", "int", 0, "generator seed (fixed per node)"),
                            Param("dtype", "dtype", "float32", "output dtype")],
         shape=_normal_shape, dtype=_normal_dtype, reference=_normal_ref,
-        gradient=lambda n, og: [], pattern=OpPattern.OPAQUE, support_level=4)
-    registry.register_op(
+        gradient=lambda n, og: [], pattern=OpPattern.OPAQUE, support_level=4),
+            define_op(
         SPARSE_XENT, doc="Softmax cross-entropy with integer class labels, per example: "
         "loss[...] = -log(softmax(logits)[..., label]); logits (..., C), labels (...).",
         inputs=("logits", "labels"), shape=_xent_shape, dtype=_xent_dtype,
-        reference=_xent_ref, gradient=_xent_grad, pattern=OpPattern.OPAQUE, support_level=4)
-    registry.register_op(
+        reference=_xent_ref, gradient=_xent_grad, pattern=OpPattern.OPAQUE, support_level=4),
+            define_op(
         SPARSE_XENT_BACKWARD, doc="Gradient of tf_sparse_softmax_cross_entropy with respect "
         "to the logits: out_grad[..., None] * (softmax(logits) - one_hot(labels)).",
         inputs=("out_grad", "logits", "labels"), shape=_xent_backward_shape,
         dtype=_xent_backward_dtype, reference=_xent_backward_ref,
         gradient=_xent_backward_grad, pattern=OpPattern.OPAQUE, TIsBackward=True,
-        support_level=10)
+        support_level=10)]

@@ -1,8 +1,8 @@
 """Entry point of the tinyflow package (group ``nnvm``, name ``tinyflow``).
 
 TinyFlow is an NNVM *user* that also extends it: its random-normal and sparse cross-entropy
-ops reach the registry through the same hook as every third-party op, so ``nnvm plugins``
-lists them and any NNVM target (with its reference fallback) runs them.
+ops reach the registry as records returned from the same hook as every third-party op, so
+``nnvm plugins`` lists them and any NNVM target (with its reference fallback) runs them.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from nnvm import hookimpl
 
 
 @hookimpl
-def nnvm_register_ops(registry) -> None:
+def nnvm_ops() -> list:
     from . import ops
 
-    ops.register(registry)
+    return ops.records()
 
 
 @hookimpl

@@ -18,7 +18,7 @@ SUMMARY = "CUDA backend (target 'cuda')"
 
 
 @hookimpl
-def nnvm_register_backends() -> list:
+def nnvm_targets() -> list:
     return [CUDABackend()]
 
 

@@ -10,7 +10,7 @@ from .backend import LLVMBackend, compiler_reason, runtime_reason
 
 
 @hookimpl
-def nnvm_register_backends() -> list:
+def nnvm_targets() -> list:
     return [LLVMBackend()]
 
 

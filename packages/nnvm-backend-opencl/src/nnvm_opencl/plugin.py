@@ -11,7 +11,7 @@ from . import device as devices
 
 
 @hookimpl
-def nnvm_register_backends() -> list:
+def nnvm_targets() -> list:
     return [OpenCLBackend()]
 
 

@@ -1,6 +1,6 @@
 """Core's own plugin: the standard ops, the generic passes and the ``reference`` target.
 
-Registered through the same hooks as any third-party plugin (dogfooding), so the plugin
+Returned through the same hooks as any third-party plugin (dogfooding), so the plugin
 machinery is exercised on every import.
 """
 
@@ -10,21 +10,23 @@ from .hookspecs import hookimpl
 
 
 @hookimpl
-def nnvm_register_ops(registry) -> None:
+def nnvm_ops() -> list:
     from . import ops
 
-    ops.register_all()
+    return ops.records()
 
 
 @hookimpl
-def nnvm_register_passes(registry) -> None:
-    from .passes import infer_shape, infer_type, print_graph_ir  # noqa: F401 - registers
+def nnvm_passes() -> list:
+    from .pass_manager import PipelineDef
+    from .passes import infer_shape, infer_type, print_graph_ir
 
-    registry.register_pipeline("default", ["InferShape", "InferType"], plevel=0)
+    return [*infer_shape.PASSES, *infer_type.PASSES, *print_graph_ir.PASSES,
+            PipelineDef("default", ("InferShape", "InferType"), plevel=0)]
 
 
 @hookimpl
-def nnvm_register_backends() -> list:
+def nnvm_targets() -> list:
     from .backends.reference import ReferenceBackend
 
     return [ReferenceBackend()]

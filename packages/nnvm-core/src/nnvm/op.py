@@ -5,6 +5,11 @@ dtype rule, reference kernel, gradient, fusion pattern, a backend's lowering) is
 keyed by a string such as ``"FInferShape"``. Any plugin may add an attribute to any op later, and
 a higher ``plevel`` overrides a lower one, as in NNVM's ``set_attr<T>(key, value, plevel)``.
 
+Plugins (core included) hand the registry *records* from their ``nnvm_ops`` hook: ``OpDef``
+(built with ``define_op``, or ``OpSet.op`` in an op module) and ``OpAttrDef``. Building a
+record registers nothing; ``register_records`` adds a plugin's records all or none, credited
+to that plugin, so credit never depends on import order.
+
 Standard attribute keys (NNVM's, with Python signatures):
 
 ========================  ================================================================
@@ -28,10 +33,10 @@ Standard attribute keys (NNVM's, with Python signatures):
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import enum
-import sys
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .errors import AttrError, OpNotFoundError, PluginError, format_error
 from .params import Param, parse_value
@@ -53,7 +58,7 @@ class OpPattern(enum.IntEnum):
 class Op:
     """One registered operator: its signature plus a view on the open attribute table.
 
-    Plugin author: do not construct directly; call ``register_op``.
+    Plugin author: do not construct directly; return an ``OpDef`` from ``nnvm_ops``.
     """
 
     def __init__(self, name: str, doc: str, params: Sequence[Param], support_level: int,
@@ -122,7 +127,7 @@ class Op:
         return self.name in _ATTRS.get(key, {})
 
     def set_attr(self, key: str, value: Any, plevel: int = DEFAULT_PLEVEL,
-                 provider: str | None = None) -> "Op":
+                 provider: str = "user") -> "Op":
         set_op_attr(self.name, key, value, plevel, provider)
         return self
 
@@ -133,23 +138,6 @@ class Op:
 _OPS: dict[str, Op] = {}
 _ALIASES: dict[str, str] = {}
 _ATTRS: dict[str, dict[str, tuple[Any, int, str]]] = {}
-#: the plugin whose registration hooks are running (None outside them)
-_current_provider: list[str | None] = [None]
-
-
-def set_provider(name: str | None) -> None:
-    """Record which plugin registrations come from (used by ``nnvm plugins``)."""
-    _current_provider[0] = name
-
-
-def current_provider(module: str) -> str:
-    """Who a registration made from ``module`` is credited to: the plugin whose hooks are
-    running, else the plugin that module belongs to (an import before the plugins loaded)."""
-    if _current_provider[0] is not None:
-        return _current_provider[0]
-    from . import plugin_manager
-
-    return plugin_manager.plugin_of_module(module)
 
 
 def _names_fn(names: Sequence[str] | Callable[[dict], Sequence[str]]) -> Callable:
@@ -159,14 +147,42 @@ def _names_fn(names: Sequence[str] | Callable[[dict], Sequence[str]]) -> Callabl
     return lambda attrs: frozen
 
 
-def register_op(name: str, *, doc: str, inputs: Sequence[str] | Callable = ("data",),
-                outputs: Sequence[str] | Callable = ("output",), params: Iterable[Param] = (),
-                shape: Callable | None = None, dtype: Callable | None = None,
-                reference: Callable | None = None, gradient: Callable | None = None,
-                pattern: OpPattern | None = None, inplace: Callable | None = None,
-                aliases: Iterable[str] = (), support_level: int = 10,
-                **attrs: Any) -> Op:
-    """Register an operator with its rules side by side.
+@dataclasses.dataclass(frozen=True)
+class OpDef:
+    """A new operator as a plugin's ``nnvm_ops`` hook returns it (build it with ``define_op``).
+
+    Why a record: defining one registers nothing, so importing an op module has no side
+    effect, and the registry credits the op to the plugin whose hook returned it.
+    ``attrs`` holds the whole attribute table (``FInferShape``, ``FReference``, ...).
+    """
+
+    name: str
+    doc: str
+    params: tuple[Param, ...] = ()
+    attrs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    aliases: tuple[str, ...] = ()
+    support_level: int = 10
+
+
+@dataclasses.dataclass(frozen=True)
+class OpAttrDef:
+    """An attribute set on an existing op (a backend's lowering, a faster kernel), returned
+    from ``nnvm_ops``; a higher ``plevel`` overrides a lower one, an equal one is an error."""
+
+    op: str
+    key: str
+    value: Any
+    plevel: int = DEFAULT_PLEVEL
+
+
+def define_op(name: str, *, doc: str, inputs: Sequence[str] | Callable = ("data",),
+              outputs: Sequence[str] | Callable = ("output",), params: Iterable[Param] = (),
+              shape: Callable | None = None, dtype: Callable | None = None,
+              reference: Callable | None = None, gradient: Callable | None = None,
+              pattern: OpPattern | None = None, inplace: Callable | None = None,
+              aliases: Iterable[str] = (), support_level: int = 10,
+              **attrs: Any) -> OpDef:
+    """An ``OpDef`` with its rules side by side (registers nothing).
 
     Args:
         name: the op name, snake_case; internal ops start with ``_``.
@@ -179,28 +195,107 @@ def register_op(name: str, *, doc: str, inputs: Sequence[str] | Callable = ("dat
         aliases: other names that resolve to this op.
         support_level: documentation level as in NNVM (1 = basic ... 5 = vision).
         **attrs: any further attribute keys (``FMutateInputs=...``).
+    """
+    table = {"FListInputNames": _names_fn(inputs), "FListOutputNames": _names_fn(outputs),
+             "FInferShape": shape, "FInferType": dtype, "FReference": reference,
+             "FGradient": gradient, "TOpPattern": pattern, "FInplaceOption": inplace, **attrs}
+    return OpDef(name, doc, tuple(params), {k: v for k, v in table.items() if v is not None},
+                 tuple(aliases), support_level)
+
+
+class OpSet:
+    """One op module's records, in definition order: ``defs = OpSet("math")``, then
+    ``defs.op(name, ...)`` and ``defs.attr(op, key, value)``; core's ``nnvm_ops`` hook returns
+    them. ``op_once`` marks an op an earlier family may already define (that one wins)."""
+
+    def __init__(self, family: str):
+        self.family = family
+        self.records: list[OpDef | OpAttrDef] = []
+        self.once: set[str] = set()
+
+    def op(self, name: str, **kw: Any) -> OpDef:
+        record = define_op(name, **kw)
+        self.records.append(record)
+        return record
+
+    def op_once(self, name: str, **kw: Any) -> OpDef:
+        self.once.add(name)
+        return self.op(name, **kw)
+
+    def attr(self, op: str, key: str, value: Any, plevel: int = DEFAULT_PLEVEL) -> None:
+        self.records.append(OpAttrDef(op, key, value, plevel))
+
+    def get(self, name: str) -> OpDef:
+        """This family's record of op ``name`` (another family's rules may build on it)."""
+        return next(r for r in self.records if isinstance(r, OpDef) and r.name == name)
+
+    def __iter__(self):
+        return iter(self.records)
+
+
+def register_records(records: Sequence[OpDef | OpAttrDef], provider: str) -> None:
+    """Add ops and attributes credited to ``provider`` (the plugin whose hook returned them).
+
+    All are checked before any is added, so a refused plugin leaves nothing behind.
+
+    Raises:
+        PluginError: an op name is taken, an attribute names an unknown op, or an attribute
+            is already set at the same plevel.
+    """
+    check_records(records, provider)
+    for r in records:
+        if isinstance(r, OpDef):
+            _OPS[r.name] = op = Op(r.name, r.doc, r.params, r.support_level, provider)
+            for alias in r.aliases:
+                _ALIASES[alias] = r.name
+                op.aliases.append(alias)
+            for key, value in r.attrs.items():
+                _set_attr(r.name, key, value, DEFAULT_PLEVEL, provider)
+        else:
+            _set_attr(_resolve(r.op).name, r.key, r.value, r.plevel, provider)
+
+
+def check_records(records: Sequence[OpDef | OpAttrDef], provider: str) -> None:
+    """Raise ``PluginError`` for the first record ``register_records`` would refuse."""
+    owner = {n: o.provider for n, o in _OPS.items()}
+    alias_of = dict(_ALIASES)
+    levels = {(key, op): entry[1:] for key, table in _ATTRS.items() for op, entry in table.items()}
+    for r in records:
+        if isinstance(r, OpDef):
+            for name in (r.name, *r.aliases):
+                if name in owner or name in alias_of:
+                    raise PluginError(format_error(
+                        f"op '{r.name}' from {provider}", f"the name '{name}' is taken",
+                        fix=f"It was registered by {owner.get(name) or owner[alias_of[name]]}; "
+                            f"pick another name or override single attributes with "
+                            f"OpAttrDef(..., plevel>{DEFAULT_PLEVEL})"))
+            owner[r.name] = provider
+            alias_of.update(dict.fromkeys(r.aliases, r.name))
+            levels.update({(k, r.name): (DEFAULT_PLEVEL, provider) for k in r.attrs})
+            continue
+        target = alias_of.get(r.op, r.op)
+        where = f"OpAttrDef('{r.op}', '{r.key}') from {provider}"
+        if target not in owner:
+            raise PluginError(format_error(
+                where, "names no registered op",
+                fix="Define the op first (OpDef) or check the name with `nnvm ops`"))
+        old = levels.get((r.key, target))
+        if old is not None and old[0] == r.plevel:
+            raise PluginError(format_error(where, f"already set at plevel {r.plevel} by "
+                                                  f"{old[1]}", fix="Use a higher plevel to override"))
+        if old is None or r.plevel > old[0]:
+            levels[(r.key, target)] = (r.plevel, provider)
+
+
+def register_op(name: str, *, provider: str = "user", **kw: Any) -> Op:
+    """Define and register one op now, credited to ``provider`` (tests, notebooks; a plugin
+    returns ``define_op(...)`` records from its ``nnvm_ops`` hook instead).
 
     Raises:
         PluginError: the name is already registered.
     """
-    provider = current_provider(sys._getframe(1).f_globals.get("__name__", ""))
-    if name in _OPS or name in _ALIASES:
-        other = _OPS.get(name) or _OPS[_ALIASES[name]]
-        raise PluginError(format_error(
-            f"register_op('{name}') from {provider}", "the op name is taken",
-            fix=f"It was registered by {other.provider}; pick another name or override single "
-                f"attributes with set_op_attr(..., plevel>{DEFAULT_PLEVEL})"))
-    op = Op(name, doc, tuple(params), support_level, provider)
-    _OPS[name] = op
-    table = {"FListInputNames": _names_fn(inputs), "FListOutputNames": _names_fn(outputs),
-             "FInferShape": shape, "FInferType": dtype, "FReference": reference,
-             "FGradient": gradient, "TOpPattern": pattern, "FInplaceOption": inplace, **attrs}
-    for key, value in table.items():
-        if value is not None:
-            set_op_attr(name, key, value, DEFAULT_PLEVEL, provider)
-    for alias in aliases:
-        add_alias(name, alias)
-    return op
+    register_records([define_op(name, **kw)], provider)
+    return _OPS[name]
 
 
 def add_alias(name: str, alias: str) -> None:
@@ -212,21 +307,28 @@ def add_alias(name: str, alias: str) -> None:
 
 
 def set_op_attr(op_name: str, key: str, value: Any, plevel: int = DEFAULT_PLEVEL,
-                provider: str | None = None) -> None:
-    """Set attribute ``key`` of an op; a higher ``plevel`` overrides, an equal one is an error."""
-    op = get_op(op_name)
-    provider = provider or current_provider(sys._getframe(1).f_globals.get("__name__", ""))
+                provider: str = "user") -> None:
+    """Set attribute ``key`` of an op now; a higher ``plevel`` overrides, an equal one is an
+    error (a plugin returns ``OpAttrDef`` records from ``nnvm_ops`` instead)."""
+    _set_attr(get_op(op_name).name, key, value, plevel, provider)
+
+
+def _set_attr(name: str, key: str, value: Any, plevel: int, provider: str) -> None:
     table = _ATTRS.setdefault(key, {})
-    if op.name in table:
-        _, old_level, old_provider = table[op.name]
+    if name in table:
+        _, old_level, old_provider = table[name]
         if plevel == old_level:
             raise PluginError(format_error(
-                f"set_op_attr('{op.name}', '{key}') from {provider}",
+                f"set_op_attr('{name}', '{key}') from {provider}",
                 f"already set at plevel {plevel} by {old_provider}",
                 fix="Use a higher plevel to override"))
         if plevel < old_level:
             return
-    table[op.name] = (value, plevel, provider)
+    table[name] = (value, plevel, provider)
+
+
+def _resolve(name: str) -> Op | None:
+    return _OPS.get(name) or _OPS.get(_ALIASES.get(name, ""))
 
 
 def get_op(name: str) -> Op:
@@ -237,7 +339,7 @@ def get_op(name: str) -> Op:
     """
     from . import plugin_manager
 
-    op = plugin_manager.find(lambda: _OPS.get(name) or _OPS.get(_ALIASES.get(name, "")))
+    op = plugin_manager.find(lambda: _resolve(name))
     if op is None:
         close = difflib.get_close_matches(name, list(_OPS) + list(_ALIASES), n=5)
         hint = f"Did you mean: {', '.join(close)}?" if close else \

@@ -25,8 +25,8 @@ from .ir import Graph
 
 
 @dataclasses.dataclass(frozen=True)
-class PassInfo:
-    """A registered pass.
+class PassDef:
+    """A pass as a plugin's ``nnvm_passes`` hook returns it, and as the registry holds it.
 
     Attributes:
         name: CamelCase name, as in NNVM (``InferShape``); its file is the snake_case form.
@@ -37,7 +37,7 @@ class PassInfo:
             ``DERIVED`` stands for every attribute derived from the nodes (a rewrite).
         opt_level: lowest ``opt_level`` at which ``build`` runs it (None: only on request).
         doc: one paragraph for ``docs/passes.md`` and ``nnvm inspect``.
-        provider: the plugin that registered it.
+        provider: the plugin whose hook returned it (filled in by the registry).
         analysis: it only adds attributes and may be re-run whenever one of them is missing.
     """
 
@@ -48,7 +48,7 @@ class PassInfo:
     invalidates: tuple[str, ...] = ()
     opt_level: int | None = None
     doc: str = ""
-    provider: str = "nnvm"
+    provider: str = ""
     analysis: bool = False
 
     def invalidated(self, nodes_changed: bool = True) -> set[str]:
@@ -59,53 +59,114 @@ class PassInfo:
         return out - set(self.provides)
 
 
-_PASSES: dict[str, PassInfo] = {}
+@dataclasses.dataclass(frozen=True)
+class PipelineDef:
+    """A named pass sequence returned from ``nnvm_passes``; a higher ``plevel`` replaces a
+    lower one (the passes package replaces core's plevel-0 ``default`` this way)."""
+
+    name: str
+    passes: tuple[str, ...]
+    plevel: int = 10
+
+
+_PASSES: dict[str, PassDef] = {}
 _PIPELINES: dict[str, tuple[list[str], int, str]] = {}
 
 
-def register_pass(name: str, *, requires: Sequence[str] = (), provides: Sequence[str] = (),
-                  invalidates: str | Sequence[str] = (), analysis: bool = False,
-                  change_graph: bool = False, opt_level: int | None = None,
-                  override: bool = False) -> Callable:
-    """Decorator registering ``fn(graph) -> graph`` as pass ``name``.
+def define_pass(name: str, fn: Callable[[Graph], Graph], *, requires: Sequence[str] = (),
+                provides: Sequence[str] = (), invalidates: str | Sequence[str] = (),
+                analysis: bool = False, change_graph: bool = False,
+                opt_level: int | None = None) -> PassDef:
+    """A ``PassDef`` for ``fn(graph) -> graph`` (registers nothing).
 
     ``change_graph=True`` (the older declaration, kept for third-party passes) means
     ``invalidates=DERIVED``: every per-entry and per-node attribute becomes stale.
-    """
-    from .op import current_provider
 
-    provider = current_provider(sys._getframe(1).f_globals.get("__name__", ""))
+    Raises:
+        PassError: an analysis that declares invalidated attributes.
+    """
     inval = (invalidates,) if isinstance(invalidates, str) else tuple(invalidates)
     if change_graph and DERIVED not in inval:
         inval += (DERIVED,)
+    if analysis and inval:
+        raise PassError(format_error(
+            f"pass '{name}'", "is an analysis that invalidates", "no invalidates", inval,
+            fix="Declare analysis=False for a rewriting pass"))
+    return PassDef(name, fn, tuple(requires), tuple(provides), inval, opt_level,
+                   (fn.__doc__ or "").strip(), "", analysis)
 
+
+class PassSet:
+    """A pass module's records: ``PASSES = PassSet()``, then ``@PASSES.define(name, ...)`` on
+    each pass function (the function is returned unchanged) and ``PASSES.pipeline(...)``;
+    the plugin's ``nnvm_passes`` hook returns them. Importing the module registers nothing."""
+
+    def __init__(self):
+        self.records: list[PassDef | PipelineDef] = []
+
+    def define(self, name: str, **contract) -> Callable:
+        """Decorator: ``define_pass(name, fn, **contract)`` appended to this set."""
+        def deco(fn: Callable[[Graph], Graph]) -> Callable[[Graph], Graph]:
+            self.records.append(define_pass(name, fn, **contract))
+            return fn
+
+        return deco
+
+    def pipeline(self, name: str, passes: Sequence[str], plevel: int = 10) -> None:
+        self.records.append(PipelineDef(name, tuple(passes), plevel))
+
+    def __iter__(self):
+        return iter(self.records)
+
+
+def register_records(records: Sequence[PassDef | PipelineDef], provider: str,
+                     override: bool = False) -> None:
+    """Add passes and pipelines credited to ``provider``, all or none.
+
+    Raises:
+        NNVMError: a pass name is taken (and ``override`` is False).
+    """
+    check_records(records, provider, override)
+    for r in records:
+        if isinstance(r, PassDef):
+            _PASSES[r.name] = dataclasses.replace(r, provider=provider)
+        elif r.name not in _PIPELINES or r.plevel > _PIPELINES[r.name][1]:
+            _PIPELINES[r.name] = (list(r.passes), r.plevel, provider)
+
+
+def check_records(records: Sequence[PassDef | PipelineDef], provider: str,
+                  override: bool = False) -> None:
+    """Raise ``NNVMError`` for the first record ``register_records`` would refuse."""
+    owner = {n: p.provider for n, p in _PASSES.items()}
+    for r in records:
+        if isinstance(r, PassDef):
+            if r.name in owner and not override:
+                raise NNVMError(format_error(f"pass '{r.name}' from {provider}",
+                                             f"already registered by {owner[r.name]}",
+                                             fix="Pick another name, or pass override=True "
+                                                 "to register_pass to replace it on purpose"))
+            owner[r.name] = provider
+
+
+def register_pass(name: str, *, provider: str = "user", override: bool = False,
+                  **contract) -> Callable:
+    """Decorator registering ``fn(graph) -> graph`` as pass ``name`` now, credited to
+    ``provider`` (tests, notebooks; a plugin returns ``PassDef`` records from ``nnvm_passes``).
+    ``contract``: the keywords of ``define_pass``."""
     def deco(fn: Callable[[Graph], Graph]) -> Callable[[Graph], Graph]:
-        if name in _PASSES and not override:
-            raise NNVMError(format_error(f"register_pass('{name}') from {provider}",
-                                         f"already registered by {_PASSES[name].provider}",
-                                         fix="Pass override=True to replace it on purpose"))
-        if analysis and inval:
-            raise PassError(format_error(
-                f"register_pass('{name}') from {provider}", "is an analysis that invalidates",
-                "no invalidates", inval, fix="Declare analysis=False for a rewriting pass"))
-        _PASSES[name] = PassInfo(name, fn, tuple(requires), tuple(provides), inval, opt_level,
-                                 (fn.__doc__ or "").strip(), provider, analysis)
+        register_records([define_pass(name, fn, **contract)], provider, override)
         return fn
 
     return deco
 
 
-def register_pipeline(name: str, passes: Sequence[str], plevel: int = 10) -> None:
-    """Register a named pass sequence; a higher ``plevel`` replaces a lower one."""
-    from .op import current_provider
-
-    old = _PIPELINES.get(name)
-    if old is None or plevel > old[1]:
-        _PIPELINES[name] = (list(passes), plevel,
-                            current_provider(sys._getframe(1).f_globals.get("__name__", "")))
+def register_pipeline(name: str, passes: Sequence[str], plevel: int = 10,
+                      provider: str = "user") -> None:
+    """Register a named pass sequence now; a higher ``plevel`` replaces a lower one."""
+    register_records([PipelineDef(name, tuple(passes), plevel)], provider)
 
 
-def get_pass(name: str) -> PassInfo:
+def get_pass(name: str) -> PassDef:
     """The pass ``name``, looked up among the active plugins first (then all of them)."""
     from . import plugin_manager
 
@@ -118,7 +179,7 @@ def get_pass(name: str) -> PassInfo:
     return _PASSES[name]
 
 
-def list_passes() -> dict[str, PassInfo]:
+def list_passes() -> dict[str, PassDef]:
     _ensure_plugins()
     return dict(sorted(_PASSES.items()))
 
@@ -208,7 +269,7 @@ class _Run:
         self.ran: list[str] = []
         self.dropped_by: dict[str, str] = {}
 
-    def step(self, graph: Graph, info: PassInfo, note: str = "") -> Graph:
+    def step(self, graph: Graph, info: PassDef, note: str = "") -> Graph:
         n = info.name
         t0 = time.perf_counter()
         try:
@@ -262,15 +323,15 @@ def _attr_state(graph: Graph) -> tuple[set[str], set[str]]:
     return have, stale
 
 
-def _analyses_needed(info: PassInfo, have: set[str], stale: set[str],
+def _analyses_needed(info: PassDef, have: set[str], stale: set[str],
                      dropped_by: dict[str, str], _seen: tuple[str, ...] = ()
-                     ) -> list[PassInfo]:
+                     ) -> list[PassDef]:
     """Analyses to re-run, in order, so that every attribute ``info`` requires is in
     ``have``. Only an attribute an earlier pass of the sequence invalidated is re-computed
     (its analysis ran before, on inputs the caller chose). Raises ``PassDependencyError``
     for any other missing one, and for a stale one: it was never dropped, so something broke
     a contract and computing it over the caller's value would hide that."""
-    todo: list[PassInfo] = []
+    todo: list[PassDef] = []
     for attr in info.requires:
         if attr in have or any(attr in a.provides for a in todo):
             continue
@@ -283,7 +344,7 @@ def _analyses_needed(info: PassInfo, have: set[str], stale: set[str],
     return todo
 
 
-def _missing(name: str, attr: str, by: list[PassInfo], dropped_by: str | None,
+def _missing(name: str, attr: str, by: list[PassDef], dropped_by: str | None,
              stale: bool) -> PassDependencyError:
     if stale:
         what = (f"requires graph attribute '{attr}', which is stale (its length does not fit "

@@ -15,17 +15,19 @@ for only when ``plugins()`` reports it, so building for ``reference`` probes no 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import importlib
 import importlib.metadata
 import os
 import sys
 import threading
+import warnings
 from typing import Any
 
 import pluggy
 
 from . import hookspecs
-from .errors import PluginError
+from .errors import NNVMError, PluginError, format_error
 
 _lock = threading.RLock()
 #: ``loading``: the id of the thread registering plugins (None when none is)
@@ -43,6 +45,9 @@ class PluginInfo:
     reason: str | None = None
     summary: str = ""
     provides: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    #: its hooks are wrong (raise, return the wrong records, or are not nnvm hooks): nothing
+    #: it provides is registered, and ``reason`` says what to fix
+    broken: bool = False
 
     def __str__(self) -> str:
         state = "available" if self.available else f"unavailable: {self.reason}"
@@ -130,19 +135,6 @@ def providers_of(op_names, target: str) -> list[str]:
     return sorted(names)
 
 
-def plugin_of_module(module: str) -> str:
-    """The plugin a module belongs to (its top-level package's entry point), ``nnvm`` for
-    core and ``user`` for anything else. Why: an op or pass registered by importing its module
-    before the plugins load must still be credited to its plugin, not to whoever registered
-    last."""
-    top = module.partition(".")[0]
-    if top == "nnvm":
-        return "nnvm"
-    if "packages" not in _state:
-        _state["packages"] = {ep.value.partition(".")[0]: ep.name for ep in _entry_points()}
-    return _state["packages"].get(top, "user")
-
-
 def _register_entry_points(wanted) -> None:
     """Register core (once) and every entry point whose name ``wanted(name)`` accepts and
     that is not registered yet; ``NNVM_DISABLE_PLUGIN_AUTOLOAD`` limits both."""
@@ -155,7 +147,7 @@ def _register_entry_points(wanted) -> None:
             pm.trace.root.setwriter(lambda msg: sys.stderr.write(f"[nnvm-plugins] {msg}"))
             pm.enable_tracing()
         _state["pm"] = pm
-        pm.register(_builtin, name="nnvm")
+        _add(pm, _builtin, "nnvm", "")
         _infos["nnvm"] = PluginInfo("nnvm", _version("nnvm-core"), "nnvm._builtin", True,
                                     summary="core: IR, standard ops, InferShape/InferType, "
                                             "reference target")
@@ -173,16 +165,13 @@ def _register_entry_points(wanted) -> None:
         version = ep.dist.version if ep.dist is not None else "?"
         try:
             module = ep.load()
-            pm.register(module, name=ep.name)
-            _infos[ep.name] = PluginInfo(ep.name, version, ep.value, True)
-            added.append(ep.name)
         except Exception as exc:  # noqa: BLE001 - a broken plugin must not break nnvm
             _infos[ep.name] = PluginInfo(ep.name, version, ep.value, False,
                                          f"failed to import {ep.value} ({dist}): {exc!r}")
-    try:
-        pm.check_pending()
-    except pluggy.PluginValidationError as exc:
-        raise PluginError(f"plugin hook name not in nnvm.hookspecs: {exc}") from exc
+            continue
+        _infos[ep.name] = PluginInfo(ep.name, version, ep.value, True)
+        if _add(pm, module, ep.name, f"pip uninstall {dist}"):
+            added.append(ep.name)
     for name in added:
         _register_from(pm, name)
 
@@ -193,10 +182,10 @@ def register_plugin(module: Any, name: str) -> None:
     pm: pluggy.PluginManager = _state["pm"]
     if pm.get_plugin(name) is not None:
         return  # already registered (e.g. discovered through its entry point)
-    pm.register(module, name=name)
     _infos[name] = PluginInfo(name, getattr(module, "__version__", "0"), getattr(
         module, "__name__", name), True)
-    _register_from(pm, name)
+    if _add(pm, module, name, f"do not register {name}"):
+        _register_from(pm, name)
 
 
 def _call(pm, hook_name: str, plugin_name: str, **kwargs) -> Any:
@@ -210,38 +199,162 @@ def _call(pm, hook_name: str, plugin_name: str, **kwargs) -> Any:
     return None
 
 
+#: hook -> (the records it returns, what a plugin must return)
+_RECORD_HOOKS = {
+    "nnvm_ops": ("ops", "OpDef or OpAttrDef records (nnvm.op.define_op, nnvm.op.OpAttrDef)"),
+    "nnvm_passes": ("passes", "PassDef or PipelineDef records (nnvm.pass_manager.define_pass)"),
+    "nnvm_targets": ("targets", "backend objects (nnvm.backend.Backend protocol)"),
+    "nnvm_frontends": ("frontends", "frontend objects (nnvm.frontend.Frontend protocol)"),
+}
+#: deprecated hook -> the hook that replaces it
+_LEGACY_HOOKS = {"nnvm_register_ops": "nnvm_ops", "nnvm_register_passes": "nnvm_passes",
+                 "nnvm_register_backends": "nnvm_targets",
+                 "nnvm_register_frontends": "nnvm_frontends"}
+
+
+def _add(pm, module, name: str, remove_hint: str) -> bool:
+    """``pm.register`` the plugin unless its hooks do not fit ``nnvm.hookspecs`` (a typo'd
+    hook name, an argument no spec has): then it is reported broken, and the others load."""
+    try:
+        pm.register(module, name=name)
+        plugin = pm.get_plugin(name)
+        unknown = [hc.name for hc in pm.get_hookcallers(plugin) or () if hc.spec is None
+                   and not all(i.optionalhook for i in hc.get_hookimpls())]
+        if unknown:
+            pm.unregister(plugin)
+            known = [n for n in dir(hookspecs) if n.startswith("nnvm_")]
+            close = difflib.get_close_matches(unknown[0], known, n=1)
+            raise PluginError(format_error(
+                f"plugin '{name}'", f"defines hook {', '.join(unknown)}, which nnvm does not "
+                "have", fix=(f"Did you mean {close[0]}? " if close else "") +
+                f"Rename it to one of {', '.join(known)}"))
+    except (pluggy.PluginValidationError, PluginError) as exc:
+        if name == "nnvm":
+            raise  # core itself is broken: never hide that
+        _set_broken(name, str(exc), remove_hint)
+        return False
+    return True
+
+
+def _set_broken(name: str, why: str, remove_hint: str) -> None:
+    info = _infos[name]
+    info.available, info.broken = False, True
+    info.reason = f"broken: {why}" + (f" (until fixed: {remove_hint})" if remove_hint else "")
+
+
+def _records(pm, name: str) -> dict[str, list]:
+    """Call ``name``'s registry hooks (and its deprecated ones, warning): its records by
+    kind. Raises ``PluginError`` naming the hook that raised or returned a wrong item."""
+    from . import op, pass_manager
+
+    out = {kind: [] for kind, _ in _RECORD_HOOKS.values()}
+    kinds = {"ops": (op.OpDef, op.OpAttrDef),
+             "passes": (pass_manager.PassDef, pass_manager.PipelineDef)}
+    legacy = _LegacyRegistry(name)
+    for hook in (*_RECORD_HOOKS, *_LEGACY_HOOKS):
+        new = _LEGACY_HOOKS.get(hook)
+        if new and any(i.plugin_name == name for i in getattr(pm.hook, hook).get_hookimpls()):
+            warnings.warn(f"nnvm plugin '{name}' implements {hook}, deprecated since 0.4: "
+                          f"return records from {new}() instead (docs/plugins.md)",
+                          DeprecationWarning, stacklevel=2)
+        kind, expected = _RECORD_HOOKS[new or hook]
+        try:
+            got = _call(pm, hook, name, registry=legacy)
+        except Exception as exc:  # noqa: BLE001 - reported as the plugin's fault
+            raise PluginError(format_error(f"plugin '{name}'", f"hook {hook}() raised {exc!r}",
+                                           fix=f"Fix {hook} in the plugin")) from exc
+        for item in got or ():
+            ok = isinstance(item, kinds[kind]) if kind in kinds else \
+                hasattr(item, "name") and hasattr(item, "load")
+            if not ok:
+                raise PluginError(format_error(f"plugin '{name}', hook {hook}()",
+                                               "returned an item nnvm cannot register", expected,
+                                               repr(item)[:80], fix="Return a list of those"))
+            out[kind].append(item)
+    out["ops"] += legacy.ops
+    out["passes"] += legacy.passes
+    return out
+
+
 def _register_from(pm, name: str) -> None:
-    """Run ``name``'s registration hooks with registrations credited to it, and record what
-    it provides (read from the registries by provider, so that an op or pass registered by an
-    earlier import of its module counts too)."""
+    """Register ``name``'s records, all or none, credited to ``name``, and record what it
+    provides; a plugin whose hooks fail is reported broken and registers nothing."""
     from . import op, pass_manager
 
     info = _infos[name]
-    op.set_provider(name)
     try:
-        _call(pm, "nnvm_register_ops", name, registry=op)
-        _call(pm, "nnvm_register_passes", name, registry=pass_manager)
-        backends = _call(pm, "nnvm_register_backends", name) or []
-        frontends = _call(pm, "nnvm_register_frontends", name) or []
-    except Exception as exc:  # noqa: BLE001
+        records = _records(pm, name)
+        op.check_records(records["ops"], name)
+        pass_manager.check_records(records["passes"], name)
+    except NNVMError as exc:  # PluginError, or a pass name taken
         if name == "nnvm":
             raise  # core itself is broken: never hide that
-        info.available = False
-        info.reason = f"registration failed: {exc!r}"
+        _set_broken(name, str(exc), "")
         return
-    finally:
-        op.set_provider(None)
+    op.register_records(records["ops"], name)
+    pass_manager.register_records(records["passes"], name)
+    backends, frontends = records["targets"], records["frontends"]
     for b in backends:
         _backends[b.name] = b
     for f in frontends:
         _frontends[f.name] = f
     _unprobed[name] = (backends, frontends)
     info.provides = {
-        "ops": sorted(n for n, o in op._OPS.items() if o.provider == name),
-        "passes": sorted(n for n, p in pass_manager._PASSES.items() if p.provider == name),
+        "ops": sorted(r.name for r in records["ops"] if isinstance(r, op.OpDef)),
+        "passes": sorted(r.name for r in records["passes"]
+                         if isinstance(r, pass_manager.PassDef)),
         "targets": [b.name for b in backends],
         "frontends": [f.name for f in frontends],
     }
+
+
+class _LegacyRegistry:
+    """What a deprecated ``nnvm_register_ops/passes(registry)`` hook receives: the calls it
+    makes become records credited to its plugin (no registry is touched until all its hooks
+    returned). Other names resolve to ``nnvm.op`` and ``nnvm.pass_manager``."""
+
+    def __init__(self, plugin: str):
+        self.plugin, self.ops, self.passes = plugin, [], []
+
+    def register_op(self, name: str, **kw) -> None:
+        from .op import define_op
+
+        self.ops.append(define_op(name, **kw))
+
+    def set_op_attr(self, op_name: str, key: str, value, plevel: int = 10) -> None:
+        from .op import OpAttrDef
+
+        self.ops.append(OpAttrDef(op_name, key, value, plevel))
+
+    def add_alias(self, name: str, alias: str) -> None:
+        from .op import OpDef
+
+        for i, r in enumerate(self.ops):
+            if isinstance(r, OpDef) and r.name == name:
+                self.ops[i] = dataclasses.replace(r, aliases=(*r.aliases, alias))
+                return
+        from .op import add_alias
+
+        add_alias(name, alias)  # an op of another plugin: the alias is global anyway
+
+    def register_pass(self, name: str, override: bool = False, **contract):
+        from .pass_manager import define_pass
+
+        def deco(fn):
+            self.passes.append(define_pass(name, fn, **contract))
+            return fn
+
+        return deco
+
+    def register_pipeline(self, name: str, passes, plevel: int = 10) -> None:
+        from .pass_manager import PipelineDef
+
+        self.passes.append(PipelineDef(name, tuple(passes), plevel))
+
+    def __getattr__(self, attr: str):
+        from . import op, pass_manager
+
+        return getattr(op, attr, None) or getattr(pass_manager, attr)
 
 
 def _probe(pm, name: str) -> None:

@@ -9,7 +9,7 @@ from nnvm import hookimpl
 
 
 @hookimpl
-def nnvm_register_frontends() -> list:
+def nnvm_frontends() -> list:
     from .frontend import OnnxFrontend
 
     return [OnnxFrontend()]

@@ -14,8 +14,10 @@ from nnvm.graph_attrs import DERIVED
 from nnvm.ir import NodeEntry
 from nnvm.op import get_attr_map
 from nnvm.ops.common import op
-from nnvm.pass_manager import register_pass
+from nnvm.pass_manager import PassSet
 from nnvm.rewrite import Match, Pat, Rule, ensure_inferred, rewrite
+
+PASSES = PassSet()
 
 
 def layout_transform(e: NodeEntry, src: str, dst: str) -> NodeEntry:
@@ -32,7 +34,7 @@ def _alter(m: Match) -> NodeEntry | None:
     return hook(dict(node.attrs), list(node.inputs), tinfos)
 
 
-@register_pass("AlterOpLayout", requires=("shape", "dtype"), invalidates=DERIVED, opt_level=3)
+@PASSES.define("AlterOpLayout", requires=("shape", "dtype"), invalidates=DERIVED, opt_level=3)
 def alter_op_layout(graph):
     """Replace each op that has an ``FAlterOpLayout`` hook by what the hook returns."""
     ops = tuple(get_attr_map("FAlterOpLayout"))

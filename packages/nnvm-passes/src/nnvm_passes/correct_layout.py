@@ -17,10 +17,12 @@ from nnvm.graph_attrs import DERIVED
 from nnvm.ir import Graph, Node, NodeEntry, node_map
 from nnvm.op import OpPattern
 from nnvm.ops.common import op
-from nnvm.pass_manager import register_pass
+from nnvm.pass_manager import PassSet
 from nnvm.rewrite import P, Match, Rule, X, ensure_inferred, rewrite, with_outputs
 
 from .alter_op_layout import layout_transform
+
+PASSES = PassSet()
 
 _T = "__layout_transform__"
 _LAYOUT_OPS_INPUTS = ("layout", "kernel_layout")
@@ -130,7 +132,7 @@ RULES = [
 ]
 
 
-@register_pass("CorrectLayout", provides=("layout",), invalidates=DERIVED, opt_level=0)
+@PASSES.define("CorrectLayout", provides=("layout",), invalidates=DERIVED, opt_level=0)
 def correct_layout(graph: Graph) -> Graph:
     """Insert, sink and cancel ``__layout_transform__`` nodes; provide per-entry ``layout``."""
     outputs, layouts = _insert_transforms(graph)

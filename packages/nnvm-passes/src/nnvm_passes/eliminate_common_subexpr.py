@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from nnvm.graph_attrs import DERIVED
 from nnvm.ir import Graph
-from nnvm.pass_manager import register_pass
+from nnvm.pass_manager import PassSet
 from nnvm.rewrite import is_pure, substitute, with_outputs
+
+PASSES = PassSet()
 
 
 def _key(node, inputs) -> tuple | None:
@@ -21,7 +23,7 @@ def _key(node, inputs) -> tuple | None:
     return node.op.name, attrs, tuple(inputs)
 
 
-@register_pass("EliminateCommonSubexpr", invalidates=DERIVED, opt_level=2)
+@PASSES.define("EliminateCommonSubexpr", invalidates=DERIVED, opt_level=2)
 def eliminate_common_subexpr(graph: Graph) -> Graph:
     """Merge nodes with the same op, attributes and (already merged) inputs.
 

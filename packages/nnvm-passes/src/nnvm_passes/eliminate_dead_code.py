@@ -11,8 +11,10 @@ from __future__ import annotations
 from nnvm.graph_attrs import DERIVED
 from nnvm.ir import Graph, NodeEntry
 from nnvm.ops.common import op
-from nnvm.pass_manager import register_pass
+from nnvm.pass_manager import PassSet
 from nnvm.rewrite import ensure_inferred, substitute, with_outputs
+
+PASSES = PassSet()
 
 
 def _split_slices(node, used, shape):
@@ -56,7 +58,7 @@ def _has_op(name: str) -> bool:
         return False
 
 
-@register_pass("EliminateDeadCode", invalidates=DERIVED, opt_level=1)
+@PASSES.define("EliminateDeadCode", invalidates=DERIVED, opt_level=1)
 def eliminate_dead_code(graph: Graph) -> Graph:
     """Drop unused outputs of multi-output nodes, inputs read only for their static shape,
     and the params and input attributes of inputs that are gone."""

@@ -17,8 +17,10 @@ from __future__ import annotations
 from nnvm.graph_attrs import DERIVED
 from nnvm.ir import NodeEntry, make_node
 from nnvm.ops.common import op
-from nnvm.pass_manager import register_pass
+from nnvm.pass_manager import PassSet
 from nnvm.rewrite import P, Match, Rule, ensure_inferred, rewrite
+
+PASSES = PassSet()
 
 _SHIFTS = ("broadcast_add", "broadcast_sub")
 
@@ -120,7 +122,7 @@ RULES = [
 ]
 
 
-@register_pass("FoldScaleAxis", requires=("shape",), invalidates=DERIVED, opt_level=3)
+@PASSES.define("FoldScaleAxis", requires=("shape",), invalidates=DERIVED, opt_level=3)
 def fold_scale_axis(graph):
     """Fold constant per-channel ``broadcast_mul`` scales into conv2d/dense weights and biases
     (backward: scale after the op; forward: scale before it). Needs ``params`` to tell

@@ -36,7 +36,9 @@ from __future__ import annotations
 
 from nnvm.ir import Graph
 from nnvm.op import OpPattern
-from nnvm.pass_manager import register_pass
+from nnvm.pass_manager import PassSet
+
+PASSES = PassSet()
 
 EW, BC, INJ, RED, OUT_EW, OPQ = (OpPattern.ELEMWISE, OpPattern.BROADCAST, OpPattern.INJECTIVE,
                                  OpPattern.COMM_REDUCE, OpPattern.OUT_ELEMWISE_FUSABLE,
@@ -183,7 +185,7 @@ def _fuse_diamonds(idx, shapes, refs, pattern, group, master, members) -> None:
                 pattern[j] = OUT_EW
 
 
-@register_pass("FuseOps", requires=("shape",), provides=("group_root", "group_master",
+@PASSES.define("FuseOps", requires=("shape",), provides=("group_root", "group_master",
                                                           "num_groups", "pattern"), opt_level=1)
 def fuse_ops(graph: Graph) -> Graph:
     """Partition op nodes into fused groups (one kernel each); see the module docstring for

@@ -36,9 +36,11 @@ from typing import Callable, Sequence
 from nnvm.errors import AttrError, PassError, format_error, node_where
 from nnvm.graph_attrs import DERIVED
 from nnvm.ir import Graph, Node, NodeEntry, make_node, post_order
-from nnvm.pass_manager import register_pass
+from nnvm.pass_manager import PassSet
 
 from ._mirror import make_policy
+
+PASSES = PassSet()
 
 DEFAULT_ZERO_OPS = ("zeros_like", "zeros")
 
@@ -50,7 +52,7 @@ class GradientError(PassError):
     """The graph cannot be differentiated as asked (non-differentiable op, unreachable x)."""
 
 
-@register_pass("Gradient", requires=("grad_ys", "grad_xs"),
+@PASSES.define("Gradient", requires=("grad_ys", "grad_xs"),
                provides=("grad_num_mirrored", "grad_checkpoints"), invalidates=DERIVED)
 def gradient(graph: Graph) -> Graph:
     """Reverse-mode autodiff: outputs become d(sum grad_ys)/d(grad_xs), one per x.

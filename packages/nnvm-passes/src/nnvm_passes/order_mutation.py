@@ -22,10 +22,12 @@ from typing import Iterator
 from nnvm.errors import GraphError, format_error, node_where
 from nnvm.graph_attrs import DERIVED
 from nnvm.ir import Graph, Node, NodeEntry
-from nnvm.pass_manager import register_pass
+from nnvm.pass_manager import PassSet
+
+PASSES = PassSet()
 
 
-@register_pass("OrderMutation", provides=("num_mutation_deps",), invalidates=DERIVED,
+@PASSES.define("OrderMutation", provides=("num_mutation_deps",), invalidates=DERIVED,
                opt_level=0)
 def order_mutation(graph: Graph) -> Graph:
     """Add control deps so reads and writes of mutated variables follow their versions.

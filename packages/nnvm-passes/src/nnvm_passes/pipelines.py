@@ -18,13 +18,17 @@ DEFAULT = [
 ]
 
 
-def register(registry) -> None:
-    """Register ``default`` (replacing core's plevel-0 one) and ``O0``..``O3``."""
-    from nnvm.pass_manager import _PASSES
+def pipelines(passes) -> list:
+    """``default`` (replacing core's plevel-0 one) and ``O0``..``O3``, over the ``PassDef``
+    records ``passes`` this package found."""
+    from nnvm.pass_manager import PipelineDef
 
-    default = [n for n in DEFAULT if n in _PASSES]  # PlanMemory may live in another module
-    registry.register_pipeline("default", default, plevel=10)
+    found = {p.name: p for p in passes}
+    core = ("InferShape", "InferType")  # core's analyses, registered before any plugin
+    default = [n for n in DEFAULT if n in found or n in core]  # PlanMemory may live elsewhere
+    out = [PipelineDef("default", tuple(default), plevel=10)]
     for level in range(4):
-        registry.register_pipeline(f"O{level}", [
-            n for n in default if n in ("InferShape", "InferType") or
-            (_PASSES[n].opt_level is not None and _PASSES[n].opt_level <= level)], plevel=10)
+        out.append(PipelineDef(f"O{level}", tuple(
+            n for n in default if n in core or
+            (found[n].opt_level is not None and found[n].opt_level <= level)), plevel=10))
+    return out

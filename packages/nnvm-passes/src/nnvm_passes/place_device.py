@@ -29,13 +29,15 @@ from nnvm.errors import AttrError, GraphError, format_error, node_where
 from nnvm import graph_attrs
 from nnvm.graph_attrs import DERIVED
 from nnvm.ir import Graph, Node, NodeEntry, make_node
-from nnvm.pass_manager import register_pass
+from nnvm.pass_manager import PassSet
+
+PASSES = PassSet()
 
 #: Per-entry attributes whose value a copy shares with its source entry.
 _CARRIED_ENTRY_ATTRS = ("shape", "dtype", "layout")
 
 
-@register_pass("PlaceDevice", provides=("device", "num_device_copies"), invalidates=DERIVED)
+@PASSES.define("PlaceDevice", provides=("device", "num_device_copies"), invalidates=DERIVED)
 def place_device(graph: Graph) -> Graph:
     """Per-node device from ``device_group_attr_key``/``device_assign_map`` annotations or
     ``fallback_device`` for ops the target cannot run (``device_unsupported_ops`` or the

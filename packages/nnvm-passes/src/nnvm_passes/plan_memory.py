@@ -29,15 +29,17 @@ from typing import Any, Sequence
 
 from nnvm.errors import AttrError, format_error, node_where
 from nnvm.ir import Graph, IndexedGraph
-from nnvm.pass_manager import register_pass
+from nnvm.pass_manager import PassSet
 from nnvm.runtime.memory import dtype_bytes, entry_bytes
+
+PASSES = PassSet()
 
 BAD_STORAGE = -1
 EXTERNAL_STORAGE = -2
 UNUSED_OUTPUT = -2  # storage_inplace_index of an output that no node reads
 
 
-@register_pass("PlanMemory", requires=("shape", "dtype"),
+@PASSES.define("PlanMemory", requires=("shape", "dtype"),
                provides=("storage_id", "storage_inplace_index", "storage_allocated_bytes",
                          "storage_num_not_allocated"), opt_level=0)
 def plan_memory(graph: Graph) -> Graph:

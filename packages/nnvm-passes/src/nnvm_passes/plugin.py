@@ -1,7 +1,8 @@
-"""Entry point of nnvm-passes (group `nnvm`, name `passes`): registers every pass module.
+"""Entry point of nnvm-passes (group `nnvm`, name `passes`): returns every pass module's records.
 
-Each pass lives in its own module named after it (``plan_memory.py`` holds ``PlanMemory``);
-importing the module registers the pass. ``pipelines.py`` sets the opt-level pipelines.
+Each pass lives in its own module named after it (``plan_memory.py`` holds ``PlanMemory``)
+and keeps its ``PassDef`` in that module's ``PASSES``; importing a module registers nothing.
+``pipelines.py`` builds the opt-level pipelines from the passes found.
 """
 
 from __future__ import annotations
@@ -23,14 +24,12 @@ def pass_modules() -> list[str]:
 
 
 @hookimpl
-def nnvm_register_passes(registry) -> None:
-    for name in pass_modules():
-        importlib.import_module(f"{__package__}.{name}")
-    try:
-        pipelines = importlib.import_module(f"{__package__}.pipelines")
-    except ModuleNotFoundError:
-        return
-    pipelines.register(registry)
+def nnvm_passes() -> list:
+    from .pipelines import pipelines
+
+    passes = [r for name in pass_modules()
+              for r in importlib.import_module(f"{__package__}.{name}").PASSES]
+    return passes + pipelines(passes)
 
 
 @hookimpl

@@ -13,8 +13,10 @@ import numpy as np
 from nnvm.graph_attrs import DERIVED
 from nnvm.interpreter import Interpreter
 from nnvm.ir import Graph, Node, NodeEntry
-from nnvm.pass_manager import register_pass
+from nnvm.pass_manager import PassSet
 from nnvm.rewrite import is_pure, substitute, with_outputs
+
+PASSES = PassSet()
 
 
 def constant_nodes(graph: Graph, params=None) -> list[bool]:
@@ -43,7 +45,7 @@ def _param_name(idx, i: int, k: int, consumer) -> str:
     return node.name if node.num_outputs == 1 else f"{node.name}_output{k}"
 
 
-@register_pass("PrecomputePrune", provides=("params",), invalidates=DERIVED, opt_level=2)
+@PASSES.define("PrecomputePrune", provides=("params",), invalidates=DERIVED, opt_level=2)
 def precompute_prune(graph: Graph) -> Graph:
     """Replace each param-only subgraph by a new param holding its precomputed value.
 

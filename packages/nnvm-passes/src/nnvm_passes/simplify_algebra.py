@@ -15,8 +15,10 @@ from nnvm.errors import NNVMError
 from nnvm.graph_attrs import DERIVED
 from nnvm.ir import NodeEntry
 from nnvm.ops.common import op
-from nnvm.pass_manager import register_pass
+from nnvm.pass_manager import PassSet
 from nnvm.rewrite import P, Match, Rule, X, rewrite
+
+PASSES = PassSet()
 
 
 def _scalar_is(value: float):
@@ -118,7 +120,7 @@ RULES = [
 ]
 
 
-@register_pass("SimplifyAlgebra", invalidates=DERIVED, opt_level=1)
+@PASSES.define("SimplifyAlgebra", invalidates=DERIVED, opt_level=1)
 def simplify_algebra(graph):
     """Apply the identities of ``RULES`` bottom-up to a fixed point.
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 from nnvm.graph_attrs import DERIVED
 from nnvm.ir import NodeEntry
 from nnvm.ops.common import op
-from nnvm.pass_manager import register_pass
+from nnvm.pass_manager import PassSet
 from nnvm.rewrite import P, Match, Rule, ensure_inferred, rewrite
+
+PASSES = PassSet()
 
 
 def _expand(e: NodeEntry, num_newaxis: int) -> NodeEntry:
@@ -47,7 +49,7 @@ RULES = [
 ]
 
 
-@register_pass("SimplifyInference", invalidates=DERIVED, opt_level=0)
+@PASSES.define("SimplifyInference", invalidates=DERIVED, opt_level=0)
 def simplify_inference(graph):
     """Replace batch_norm by a per-channel multiply-add and dropout by the identity.
 

@@ -14,8 +14,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ExecutionError, format_error, node_where
-from ..op import OpPattern, register_op
+from ..op import OpPattern, OpSet
 from ..params import Param
+
+defs = OpSet("control_flow")
 
 _MAX_ITERATIONS = 1 << 31
 
@@ -82,7 +84,7 @@ def _if_ref(node, cond, *captured):
     return tuple(_run(node, graph, dict(zip(names, values))))
 
 
-register_op(
+defs.op(
     "if_else", doc="Run subgraph 0 (then) or 1 (else) on the boolean condition; inputs after "
     "the condition are the values each branch captures (then's first).",
     inputs=lambda attrs: ["cond"] + [f"captured{i}" for i in range(attrs["num_args"] - 1)],
@@ -136,7 +138,7 @@ def _loop_ref(node, trip, cond, *rest):
     return tuple(results)
 
 
-register_op(
+defs.op(
     "loop", doc="ONNX Loop: run the body while iteration < trip_count and cond; outputs the "
     "final carried values, then each scan output stacked over iterations.",
     inputs=lambda attrs: ["trip_count", "cond"] + [f"carried{i}" for i in range(
@@ -187,7 +189,7 @@ def _scan_ref(node, *ins):
     return tuple(results)
 
 
-register_op(
+defs.op(
     "scan", doc="ONNX Scan: iterate the body over slices of the scan inputs, threading state; "
     "outputs the final states, then the stacked per-step outputs.",
     inputs=lambda attrs: [f"input{i}" for i in range(attrs["num_args"])],

@@ -1,6 +1,6 @@
 """Elementwise and broadcast arithmetic: unary math, binary ops, scalar ops, comparisons.
 
-Each op is one ``register_op`` call holding its shape rule, dtype rule, NumPy reference
+Each op is one ``defs.op`` record holding its shape rule, dtype rule, NumPy reference
 kernel, gradient and fusion pattern. Gradients are graphs of registered ops, so every backend
 that runs the forward ops runs the backward ones too.
 """
@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..op import OpPattern, register_op
+from ..op import OpPattern, OpSet
 from ..params import Param
 from .common import (broadcast_shape, fixed_dtype, inplace_first, op, outputs, same_dtype,
                      same_shape, sum_to_like, to_dtype)
+
+defs = OpSet("elemwise")
 
 E, B = OpPattern.ELEMWISE, OpPattern.BROADCAST
 
 
 def _unary(name, doc, kernel, grad, level=1, pattern=E, **kw):
-    register_op(name, doc=doc, inputs=("data",), shape=same_shape, dtype=same_dtype,
+    defs.op(name, doc=doc, inputs=("data",), shape=same_shape, dtype=same_dtype,
                 reference=lambda attrs, x: to_dtype(kernel(x), x), gradient=grad,
                 pattern=pattern, inplace=inplace_first, support_level=level, **kw)
 
@@ -27,7 +29,7 @@ def _relu_backward_ref(attrs, og, y):
     return np.where(y > 0, og, np.zeros_like(og))
 
 
-register_op("_relu_backward", doc="Gradient of relu: out_grad where the output is positive.",
+defs.op("_relu_backward", doc="Gradient of relu: out_grad where the output is positive.",
             inputs=("out_grad", "output"), shape=same_shape, dtype=same_dtype,
             reference=_relu_backward_ref, pattern=E, inplace=inplace_first)
 
@@ -60,7 +62,7 @@ _unary("block_grad", "Identity in the forward pass; stops gradients flowing back
 
 
 def _like(name, doc, fill):
-    register_op(name, doc=doc, inputs=("data",), shape=same_shape, dtype=same_dtype,
+    defs.op(name, doc=doc, inputs=("data",), shape=same_shape, dtype=same_dtype,
                 reference=lambda attrs, x: np.full_like(x, fill), gradient=lambda n, og: [None],
                 pattern=E, FIgnoreInputs=lambda attrs: [0], support_level=4)
 
@@ -73,7 +75,7 @@ _like("ones_like", "Ones with the shape and dtype of the input.", 1)
 
 def _binary(name, doc, kernel, grad, shape=same_shape, pattern=E, level=1, dtype=same_dtype,
             **kw):
-    register_op(name, doc=doc, inputs=("lhs", "rhs"), shape=shape, dtype=dtype,
+    defs.op(name, doc=doc, inputs=("lhs", "rhs"), shape=shape, dtype=dtype,
                 reference=lambda attrs, a, b: to_dtype(kernel(a, b), a) if dtype is same_dtype
                 else kernel(a, b), gradient=grad, pattern=pattern, support_level=level, **kw)
 
@@ -188,7 +190,7 @@ def _where_grad(n, og):
             sum_to_like(op("where", c, zero, og[0]), y)]
 
 
-register_op("where", doc="Select x where condition is true, else y (numpy broadcasting).",
+defs.op("where", doc="Select x where condition is true, else y (numpy broadcasting).",
             inputs=("condition", "x", "y"), shape=_where_shape, dtype=_where_dtype,
             reference=lambda attrs, c, x, y: np.where(c, x, y), gradient=_where_grad,
             pattern=B, support_level=4)
@@ -202,7 +204,7 @@ def _collapse_ref(attrs, g, like):
     return out.reshape(like.shape).astype(g.dtype, copy=False)
 
 
-register_op("collapse_sum_like", doc="Sum a broadcast result back to the shape of `shape_like` "
+defs.op("collapse_sum_like", doc="Sum a broadcast result back to the shape of `shape_like` "
             "(the gradient of broadcasting).", inputs=("data", "shape_like"),
             shape=lambda attrs, ins, outs: (ins, [ins[1]]),
             dtype=lambda attrs, ins, outs: (ins, [ins[0]]), reference=_collapse_ref,
@@ -218,7 +220,7 @@ def _sum_ref(attrs, *xs):
     return out
 
 
-register_op("elemwise_sum", doc="Sum of any number of same-shape tensors (gradient aggregation).",
+defs.op("elemwise_sum", doc="Sum of any number of same-shape tensors (gradient aggregation).",
             inputs=lambda attrs: [f"arg{i}" for i in range(attrs["num_args"])],
             params=[Param("num_args", "int", doc="number of inputs")], shape=same_shape,
             dtype=same_dtype, reference=_sum_ref,
@@ -229,7 +231,7 @@ register_op("elemwise_sum", doc="Sum of any number of same-shape tensors (gradie
 # -- scalar ops ------------------------------------------------------------------------------
 
 def _scalar(name, doc, kernel, grad):
-    register_op(name, doc=doc, inputs=("data",), params=[Param("scalar", "float", doc="scalar")],
+    defs.op(name, doc=doc, inputs=("data",), params=[Param("scalar", "float", doc="scalar")],
                 shape=same_shape, dtype=same_dtype,
                 reference=lambda attrs, x: to_dtype(kernel(x, attrs["scalar"]), x),
                 gradient=grad, pattern=E, inplace=inplace_first, support_level=3)

@@ -13,10 +13,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShapeError
-from ..op import OpPattern
+from ..op import OpPattern, OpSet
 from ..params import Param
 from .common import op, same_dtype
-from .math import register_once
+
+defs = OpSet("image")
 
 _COORD = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",
           "asymmetric", "tf_half_pixel_for_nn", "tf_crop_and_resize")
@@ -221,12 +222,12 @@ _RESIZE_PARAMS = [
     Param("keep_aspect_ratio_policy", "str", "stretch", "how sizes keep the aspect ratio",
           ("stretch", "not_larger", "not_smaller")),
 ]
-register_once("resize", doc="ONNX Resize (opsets 10-19): nearest, linear or cubic "
+defs.op_once("resize", doc="ONNX Resize (opsets 10-19): nearest, linear or cubic "
               "interpolation of any axes with every coordinate transformation mode.",
               inputs=("data",), params=_RESIZE_PARAMS, shape=_resize_shape, dtype=same_dtype,
               reference=_resize_ref, gradient=_resize_grad, pattern=OpPattern.INJECTIVE,
               support_level=1)
-register_once("_resize_backward", doc="Gradient of resize: the transposed interpolation.",
+defs.op_once("_resize_backward", doc="Gradient of resize: the transposed interpolation.",
               inputs=("out_grad", "data"), params=_RESIZE_PARAMS,
               shape=lambda attrs, ins, outs: (ins, [ins[1]]), dtype=same_dtype,
               reference=_resize_backward_ref, pattern=OpPattern.OPAQUE,
@@ -265,7 +266,7 @@ def _s2d_shape(attrs, ins, outs):
 
 _BLOCK = Param("blocksize", "int", doc="block edge")
 _MODE = Param("mode", "str", "DCR", "channel order", ("DCR", "CRD"))
-register_once("depth_to_space", doc="Move channel blocks into spatial blocks (NCHW; DCR or CRD "
+defs.op_once("depth_to_space", doc="Move channel blocks into spatial blocks (NCHW; DCR or CRD "
               "order as ONNX DepthToSpace).", inputs=("data",),
               params=[_BLOCK, _MODE], shape=_d2s_shape, dtype=same_dtype, reference=_d2s_ref,
               gradient=lambda n, og: [op("space_to_depth", og[0], **n.attrs)],
@@ -281,7 +282,7 @@ def _s2d_ref(attrs, x):
     return t.reshape(n, c * b * b, h // b, w // b)
 
 
-register_once("space_to_depth", doc="Move spatial blocks into channels (NCHW, ONNX SpaceToDepth; "
+defs.op_once("space_to_depth", doc="Move spatial blocks into channels (NCHW, ONNX SpaceToDepth; "
               "the inverse of depth_to_space in the same mode).", inputs=("data",),
               params=[_BLOCK, _MODE], shape=_s2d_shape, dtype=same_dtype, reference=_s2d_ref,
               gradient=lambda n, og: [op("depth_to_space", og[0], **n.attrs)],

@@ -13,10 +13,11 @@ import numpy as np
 
 from ..errors import ShapeError
 from ..ir import NodeEntry
-from ..op import OpPattern
+from ..op import OpPattern, OpSet
 from ..params import Param
 from .common import first_input_shape, op, same_dtype
-from .math import register_once
+
+defs = OpSet("indexing")
 
 INJ, OPAQUE = OpPattern.INJECTIVE, OpPattern.OPAQUE
 
@@ -84,11 +85,11 @@ def _gather_backward_ref(attrs, og, i, d):
 
 
 _AXIS0 = Param("axis", "int", 0, "the axis indexed")
-register_once("gather", doc="ONNX Gather: take slices of data along axis at the given indices "
+defs.op_once("gather", doc="ONNX Gather: take slices of data along axis at the given indices "
               "(negative indices count from the end).", inputs=("data", "indices"),
               params=[_AXIS0], shape=_gather_shape, dtype=_dtype_of(0), reference=_gather_ref,
               gradient=_gather_grad, pattern=INJ, support_level=3)
-register_once("_gather_backward", doc="Gradient of gather: out_grad scatter-added back.",
+defs.op_once("_gather_backward", doc="Gradient of gather: out_grad scatter-added back.",
               inputs=("out_grad", "indices", "data"), params=[_AXIS0],
               shape=lambda attrs, ins, outs: (ins, [ins[2]]), dtype=_dtype_of(0),
               reference=_gather_backward_ref, pattern=OPAQUE,
@@ -113,7 +114,7 @@ def _gather_elements_grad(n, og):
                reduction="add"), None]
 
 
-register_once("gather_elements", doc="ONNX GatherElements: out[i][j] = data[index[i][j]][j] "
+defs.op_once("gather_elements", doc="ONNX GatherElements: out[i][j] = data[index[i][j]][j] "
               "(for axis 0), numpy take_along_axis.", inputs=("data", "indices"),
               params=[_AXIS0], shape=_gather_elements_shape, dtype=_dtype_of(0),
               reference=_gather_elements_ref, gradient=_gather_elements_grad, pattern=INJ,
@@ -144,7 +145,7 @@ def _gather_nd_ref(attrs, d, i):
     return out.reshape(i.shape[:-1] + d.shape[b + m:])
 
 
-register_once("gather_nd", doc="ONNX GatherND: the last indices axis indexes the leading "
+defs.op_once("gather_nd", doc="ONNX GatherND: the last indices axis indexes the leading "
               "data axes after batch_dims.", inputs=("data", "indices"),
               params=[Param("batch_dims", "int", 0, "leading axes shared by data and indices")],
               shape=_gather_nd_shape, dtype=_dtype_of(0), reference=_gather_nd_ref,
@@ -191,12 +192,12 @@ def _scatter_dtype(attrs, ins, outs):
     return [t, ins[1], t], [t]
 
 
-register_once("scatter_elements", doc="ONNX ScatterElements (and Scatter): write updates into a "
+defs.op_once("scatter_elements", doc="ONNX ScatterElements (and Scatter): write updates into a "
               "copy of data at per-element indices along axis; duplicates combine by "
               "reduction.", inputs=("data", "indices", "updates"),
               params=[_AXIS0, _REDUCTION], shape=first_input_shape, dtype=_scatter_dtype,
               reference=_scatter_elements_ref, pattern=OPAQUE, support_level=3)
-register_once("scatter_nd", doc="ONNX ScatterND: write update slices at the index tuples of "
+defs.op_once("scatter_nd", doc="ONNX ScatterND: write update slices at the index tuples of "
               "the last indices axis.", inputs=("data", "indices", "updates"),
               params=[_REDUCTION], shape=first_input_shape, dtype=_scatter_dtype,
               reference=_scatter_nd_ref, pattern=OPAQUE, support_level=3)
@@ -232,7 +233,7 @@ def _topk_grad(n, og):
                reduction="add")]
 
 
-register_once("topk", doc="ONNX TopK: the k largest (or smallest) values along axis and their "
+defs.op_once("topk", doc="ONNX TopK: the k largest (or smallest) values along axis and their "
               "int64 indices; equal values keep the lower index first.", inputs=("data",),
               outputs=("values", "indices"),
               params=[Param("k", "int", doc="how many"), Param("axis", "int", -1, "axis"),
@@ -266,11 +267,11 @@ def _cumsum_grad(n, og):
 _CUM_PARAMS = [Param("axis", "int", doc="axis"),
                Param("exclusive", "bool", False, "exclude the current element"),
                Param("reverse", "bool", False, "accumulate from the end")]
-register_once("cumsum", doc="Cumulative sum along axis (ONNX CumSum).", inputs=("data",),
+defs.op_once("cumsum", doc="Cumulative sum along axis (ONNX CumSum).", inputs=("data",),
               params=_CUM_PARAMS, shape=first_input_shape, dtype=same_dtype,
               reference=_cum_ref(np.cumsum), gradient=_cumsum_grad, pattern=OPAQUE,
               support_level=4)
-register_once("cumprod", doc="Cumulative product along axis (ONNX CumProd).", inputs=("data",),
+defs.op_once("cumprod", doc="Cumulative product along axis (ONNX CumProd).", inputs=("data",),
               params=_CUM_PARAMS, shape=first_input_shape, dtype=same_dtype,
               reference=_cum_ref(np.cumprod), pattern=OPAQUE, support_level=4)
 
@@ -297,7 +298,7 @@ def _one_hot_ref(attrs, i, values):
     return np.where(hot, values[1], values[0]).astype(values.dtype)
 
 
-register_once("one_hot", doc="ONNX OneHot: values[1] where the position along the new axis "
+defs.op_once("one_hot", doc="ONNX OneHot: values[1] where the position along the new axis "
               "equals the index, values[0] elsewhere.", inputs=("indices", "values"),
               params=[Param("depth", "int", doc="size of the new axis"),
                       Param("axis", "int", -1, "where the new axis goes")],
@@ -310,7 +311,7 @@ def _arange_len(start, stop, step):
     return max(int(np.ceil((stop - start) / step)), 0)
 
 
-register_once("arange", doc="Evenly spaced values in [start, stop) (static shape).",
+defs.op_once("arange", doc="Evenly spaced values in [start, stop) (static shape).",
               inputs=(), params=[Param("start", "float", 0.0, "first value"),
                                  Param("stop", "float", doc="end (exclusive)"),
                                  Param("step", "float", 1.0, "spacing"),
@@ -329,7 +330,7 @@ def _range_ref(attrs, start, limit, delta):
     return (start + delta * np.arange(n)).astype(start.dtype)
 
 
-register_once("range", doc="ONNX Range with tensor inputs: the length depends on their values "
+defs.op_once("range", doc="ONNX Range with tensor inputs: the length depends on their values "
               "(dynamic shape; fold constant inputs into arange instead).",
               inputs=("start", "limit", "delta"), shape=_dynamic, dtype=same_dtype,
               reference=_range_ref, pattern=OPAQUE, TDynamicShape=True, support_level=4)
@@ -356,12 +357,12 @@ def _tile_backward_ref(attrs, og):
     return og.reshape(shape).sum(axis=tuple(range(0, 2 * len(reps), 2)))
 
 
-register_once("tile", doc="Repeat the tensor reps[i] times along axis i (ONNX Tile).",
+defs.op_once("tile", doc="Repeat the tensor reps[i] times along axis i (ONNX Tile).",
               inputs=("data",), params=[Param("reps", "ints", doc="repeats per axis")],
               shape=_tile_shape, dtype=same_dtype,
               reference=lambda attrs, x: np.tile(x, attrs["reps"]), gradient=_tile_grad,
               pattern=INJ, support_level=4)
-register_once("_tile_backward", doc="Gradient of tile: sum of the tiles.", inputs=("out_grad",),
+defs.op_once("_tile_backward", doc="Gradient of tile: sum of the tiles.", inputs=("out_grad",),
               params=[Param("reps", "ints", doc="repeats per axis")],
               shape=lambda attrs, ins, outs: (ins, outs if ins[0] is None else [tuple(
                   s // r for s, r in zip(ins[0], attrs["reps"]))]),
@@ -375,7 +376,7 @@ def _expand_shape(attrs, ins, outs):
     return ins, [broadcast_shapes(tuple(ins[0]), tuple(attrs["shape"]))]
 
 
-register_once("expand", doc="ONNX Expand: broadcast data against `shape` (bidirectional: a 1 in "
+defs.op_once("expand", doc="ONNX Expand: broadcast data against `shape` (bidirectional: a 1 in "
               "shape keeps the data's size).", inputs=("data",),
               params=[Param("shape", "ints", doc="target shape (broadcast with data's)")],
               shape=_expand_shape, dtype=same_dtype,
@@ -392,7 +393,7 @@ def _trilu_ref(attrs, x):
     return fn(x, attrs["k"])
 
 
-register_once("trilu", doc="ONNX Trilu: keep the upper (or lower) triangle from diagonal k of the "
+defs.op_once("trilu", doc="ONNX Trilu: keep the upper (or lower) triangle from diagonal k of the "
               "last two axes, zero the rest.", inputs=("data",),
               params=[Param("upper", "bool", True, "upper triangle"),
                       Param("k", "int", 0, "diagonal offset")],
@@ -406,7 +407,7 @@ def _eye_like_ref(attrs, x):
     return np.eye(x.shape[0], x.shape[1], k=attrs["k"], dtype=dt)
 
 
-register_once("eye_like", doc="ONNX EyeLike: ones on diagonal k of a 2-D tensor shaped like the "
+defs.op_once("eye_like", doc="ONNX EyeLike: ones on diagonal k of a 2-D tensor shaped like the "
               "input.", inputs=("data",),
               params=[Param("k", "int", 0, "diagonal offset"),
                       Param("dtype", "str", "", "output dtype; empty = the input's")],
@@ -425,7 +426,7 @@ def _reverse_sequence_ref(attrs, x, lens):
     return out
 
 
-register_once("reverse_sequence", doc="ONNX ReverseSequence: reverse the first lens[b] steps "
+defs.op_once("reverse_sequence", doc="ONNX ReverseSequence: reverse the first lens[b] steps "
               "of every batch entry along time_axis.", inputs=("data", "sequence_lens"),
               params=[Param("batch_axis", "int", 1, "batch axis"),
                       Param("time_axis", "int", 0, "time axis")],
@@ -435,7 +436,7 @@ register_once("reverse_sequence", doc="ONNX ReverseSequence: reverse the first l
 
 # -- data-dependent output shapes ---------------------------------------------------------------
 
-register_once("non_zero", doc="ONNX NonZero: int64 indices (ndim, nnz) of the non-zero elements "
+defs.op_once("non_zero", doc="ONNX NonZero: int64 indices (ndim, nnz) of the non-zero elements "
               "in row-major order. Output shape known only at run time.", inputs=("data",),
               shape=_dynamic, dtype=lambda attrs, ins, outs: (ins, ["int64"]),
               reference=lambda attrs, x: np.array(np.nonzero(x), dtype=np.int64).reshape(
@@ -452,7 +453,7 @@ def _compress_ref(attrs, x, cond):
     return np.take(x, sel, axis=ax)
 
 
-register_once("compress", doc="ONNX Compress: keep slices where condition is true (flattened "
+defs.op_once("compress", doc="ONNX Compress: keep slices where condition is true (flattened "
               "when axis is None). Output shape known only at run time.",
               inputs=("data", "condition"),
               params=[Param("axis", "int_or_none", None, "axis; None flattens")],
@@ -480,7 +481,7 @@ def _unique_ref(attrs, x):
     return vals, first.astype(i64), inverse.astype(i64), counts.astype(i64)
 
 
-register_once("unique", doc="ONNX Unique: the unique values (or slices along axis), the index "
+defs.op_once("unique", doc="ONNX Unique: the unique values (or slices along axis), the index "
               "of each one's first occurrence, the inverse map and the counts. Output shapes "
               "known only at run time.", inputs=("data",),
               outputs=("output", "indices", "inverse_indices", "counts"),

@@ -13,9 +13,12 @@ import re
 import numpy as np
 
 from ..errors import ShapeError
-from ..op import OpPattern, get_op, register_op
+from ..op import OpPattern, OpSet, get_op
 from ..params import Param
+from . import nn
 from .common import same_dtype
+
+defs = OpSet("layout")
 
 
 def parse_layout(layout: str) -> list[tuple[str, int | None]]:
@@ -108,7 +111,7 @@ def _transform_shape_rule(attrs, ins, outs):
     return ins, [transform_shape(ins[0], attrs["src_layout"], attrs["dst_layout"])]
 
 
-register_op("__layout_transform__", doc="Convert data from src_layout to dst_layout (e.g. "
+defs.op("__layout_transform__", doc="Convert data from src_layout to dst_layout (e.g. "
             "NCHW -> NHWC or NCHW -> NCHW4c); inserted by the layout passes.",
             params=[Param("src_layout", "str", doc="layout of the input"),
                     Param("dst_layout", "str", doc="layout of the output")],
@@ -155,14 +158,14 @@ def _nchwc_ref(attrs, x, w, *bias):
 
 
 def _nchwc_params():
-    base = [p for p in get_op("conv2d").params.values()
+    base = [p for p in nn.defs.get("conv2d").params
             if p.name not in ("layout", "kernel_layout", "out_layout")]
     return base + [Param("layout", "str", "NCHW4c", "blocked data layout, e.g. NCHW4c"),
                    Param("kernel_layout", "str", "OIHW4i4o", "blocked weight layout"),
                    Param("out_layout", "str", "NCHW4c", "blocked output layout")]
 
 
-register_op("_contrib_conv2d_NCHWc", doc="conv2d on blocked layouts (NCHW{k}c data, "
+defs.op("_contrib_conv2d_NCHWc", doc="conv2d on blocked layouts (NCHW{k}c data, "
             "OIHW{i}i{o}o weight), as NNVM's x86 schedule used; bias stays (channels,).",
             inputs=lambda attrs: ("data", "weight", "bias") if attrs.get("use_bias", True)
             else ("data", "weight"),

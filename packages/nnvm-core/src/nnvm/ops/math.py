@@ -1,6 +1,6 @@
 """Elementwise math for ONNX: rounding, trigonometry, activations, logic, bit ops, mod.
 
-Each op is one ``register_op`` record (shape rule, dtype rule, NumPy kernel, gradient,
+Each op is one ``defs.op`` record (shape rule, dtype rule, NumPy kernel, gradient,
 fusion pattern). A differentiable unary op ``f`` gets a hidden ``_<f>_backward(out_grad,
 data)`` op whose kernel is ``out_grad * f'(data)``: one elementwise kernel per gradient, so
 a backend that fuses the forward op fuses its gradient as well.
@@ -12,27 +12,14 @@ import math
 
 import numpy as np
 
-from ..op import _OPS, OpPattern, register_op
+from ..op import OpPattern, OpSet
 from ..params import Param
 from .common import (broadcast_shape, inplace_first, op, same_dtype, same_shape,
                      sum_to_like, to_dtype)
 
+defs = OpSet("math")
+
 E, B = OpPattern.ELEMWISE, OpPattern.BROADCAST
-
-#: Ops another family registered first (ops-core owns the NNVM spelling); kept for reports.
-SHADOWED: list[str] = []
-
-
-def register_once(name: str, **kw):
-    """``register_op`` unless an earlier family already defines ``name``.
-
-    The standard families are written in parallel; when two define one op name, the earlier
-    family's record wins and the name is listed in ``SHADOWED`` instead of failing import.
-    """
-    if name in _OPS:
-        SHADOWED.append(name)
-        return _OPS[name]
-    return register_op(name, **kw)
 
 
 def _erf(x):
@@ -65,7 +52,7 @@ def _derivative_op(name, deriv, plist):
     def bref(attrs, og, x):
         return to_dtype(og * deriv(x.astype(np.float64), attrs), og)
 
-    register_once(bname, doc=f"Gradient of {name}: out_grad * {name}'(data).",
+    defs.op_once(bname, doc=f"Gradient of {name}: out_grad * {name}'(data).",
                   inputs=("out_grad", "data"), params=plist, shape=same_shape,
                   dtype=same_dtype, reference=bref, pattern=E, inplace=inplace_first)
     keys = [p.name for p in plist]
@@ -80,7 +67,7 @@ def _unary(name, doc, kernel, deriv=None, level=3, **params):
     def ref(attrs, x):
         return to_dtype(kernel(x, attrs), x)
 
-    register_once(name, doc=doc, inputs=("data",), params=plist, shape=same_shape,
+    defs.op_once(name, doc=doc, inputs=("data",), params=plist, shape=same_shape,
                   dtype=same_dtype, reference=ref, gradient=gradient, pattern=E,
                   inplace=inplace_first, support_level=level)
 
@@ -162,7 +149,7 @@ def _gelu_deriv(x, a):
     return 0.5 * (1 + _erf(x / math.sqrt(2))) + x * np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
 
 
-register_once("gelu", doc="Gaussian error linear unit, exact (erf) or tanh-approximated.",
+defs.op_once("gelu", doc="Gaussian error linear unit, exact (erf) or tanh-approximated.",
               inputs=("data",), params=[Param("approximate", "str", "none", "none or tanh",
                                               ("none", "tanh"))],
               shape=same_shape, dtype=same_dtype,
@@ -170,7 +157,7 @@ register_once("gelu", doc="Gaussian error linear unit, exact (erf) or tanh-appro
               gradient=lambda n, og: [op("_gelu_backward", og[0], n.inputs[0],
                                          approximate=n.attrs["approximate"])],
               pattern=E, inplace=inplace_first, support_level=3)
-register_once("_gelu_backward", doc="Gradient of gelu.", inputs=("out_grad", "data"),
+defs.op_once("_gelu_backward", doc="Gradient of gelu.", inputs=("out_grad", "data"),
               params=[Param("approximate", "str", "none", "none or tanh", ("none", "tanh"))],
               shape=same_shape, dtype=same_dtype,
               reference=lambda attrs, og, x: to_dtype(og * _gelu_deriv(
@@ -183,7 +170,7 @@ def _same_in_bool_out(attrs, ins, outs):
     return ins, ["bool"] * len(outs)
 
 
-register_once("isnan", doc="True where the input is NaN.", inputs=("data",), shape=same_shape,
+defs.op_once("isnan", doc="True where the input is NaN.", inputs=("data",), shape=same_shape,
               dtype=_same_in_bool_out, reference=lambda attrs, x: np.isnan(x),
               gradient=lambda n, og: [None], pattern=E, support_level=4)
 
@@ -193,7 +180,7 @@ def _isinf_ref(attrs, x):
     return np.isinf(x) & ((x > 0) & pos | (x < 0) & neg)
 
 
-register_once("isinf", doc="True where the input is +inf and/or -inf (ONNX IsInf).",
+defs.op_once("isinf", doc="True where the input is +inf and/or -inf (ONNX IsInf).",
               inputs=("data",), params=[Param("detect_positive", "bool", True, "match +inf"),
                                         Param("detect_negative", "bool", True, "match -inf")],
               shape=same_shape, dtype=_same_in_bool_out, reference=_isinf_ref,
@@ -231,16 +218,16 @@ for _name, _fn, _rule in (("logical_and", np.logical_and, _bool_rule),
                           ("bitwise_xor", np.bitwise_xor, _int_rule),
                           ("broadcast_left_shift", np.left_shift, _int_rule),
                           ("broadcast_right_shift", np.right_shift, _int_rule)):
-    register_once(_name, doc=f"Elementwise `{_fn.__name__}` with numpy-style broadcasting.",
+    defs.op_once(_name, doc=f"Elementwise `{_fn.__name__}` with numpy-style broadcasting.",
                   inputs=("lhs", "rhs"), shape=broadcast_shape, dtype=_rule,
                   reference=(lambda f: lambda attrs, a, b: np.asarray(f(a, b)).astype(
                       a.dtype, copy=False))(_fn),
                   gradient=_nograd, pattern=B, support_level=4)
 
-register_once("logical_not", doc="Elementwise boolean negation.", inputs=("data",),
+defs.op_once("logical_not", doc="Elementwise boolean negation.", inputs=("data",),
               shape=same_shape, dtype=_bool_rule, reference=lambda attrs, x: np.logical_not(x),
               gradient=_nograd, pattern=E, support_level=4)
-register_once("bitwise_not", doc="Elementwise bit inversion of integers.", inputs=("data",),
+defs.op_once("bitwise_not", doc="Elementwise bit inversion of integers.", inputs=("data",),
               shape=same_shape, dtype=_int_rule, reference=lambda attrs, x: np.invert(x),
               gradient=_nograd, pattern=E, support_level=4)
 
@@ -263,11 +250,11 @@ def _mod_grad(fmod):
     return grad
 
 
-register_once("broadcast_mod", doc="Remainder with the sign of the divisor (numpy.mod, ONNX Mod "
+defs.op_once("broadcast_mod", doc="Remainder with the sign of the divisor (numpy.mod, ONNX Mod "
               "fmod=0), broadcasting.", inputs=("lhs", "rhs"), shape=broadcast_shape,
               dtype=same_dtype, reference=_mod_kernel(False), gradient=_mod_grad(False),
               pattern=B, support_level=4)
-register_once("broadcast_fmod", doc="Remainder with the sign of the dividend (C fmod, ONNX Mod "
+defs.op_once("broadcast_fmod", doc="Remainder with the sign of the dividend (C fmod, ONNX Mod "
               "fmod=1), broadcasting.", inputs=("lhs", "rhs"), shape=broadcast_shape,
               dtype=same_dtype, reference=_mod_kernel(True), gradient=_mod_grad(True),
               pattern=B, support_level=4)
@@ -319,7 +306,7 @@ def _prelu_backward_ref(attrs, og, x, alpha):
 
 _PRELU_AXIS = Param("axis", "int_or_none", None,
                     "None: ONNX (slope broadcasts to data); k: NNVM (1-D slope along axis k)")
-register_once("prelu", doc="Parametric ReLU: x if x >= 0 else slope * x.",
+defs.op_once("prelu", doc="Parametric ReLU: x if x >= 0 else slope * x.",
               inputs=("data", "alpha"), params=[_PRELU_AXIS], shape=_prelu_shape,
               dtype=same_dtype, reference=_prelu_ref,
               gradient=lambda n, og: _prelu_grad(n, og), pattern=B, support_level=1)
@@ -331,7 +318,7 @@ def _prelu_grad(n, og):
     return [NodeEntry(node, 0, 0), NodeEntry(node, 1, 0)]
 
 
-register_once("_prelu_backward", doc="Gradients of prelu for data and slope.",
+defs.op_once("_prelu_backward", doc="Gradients of prelu for data and slope.",
               inputs=("out_grad", "data", "alpha"), outputs=("data_grad", "alpha_grad"),
               params=[_PRELU_AXIS],
               shape=lambda attrs, ins, outs: (ins, [ins[1], ins[2]]),
@@ -351,7 +338,7 @@ def _det_shape(attrs, ins, outs):
     return ins, [tuple(s[:-2])]
 
 
-register_once("det", doc="Determinant of the square matrices in the last two axes.",
+defs.op_once("det", doc="Determinant of the square matrices in the last two axes.",
               inputs=("data",), shape=_det_shape, dtype=same_dtype,
               reference=lambda attrs, x: np.asarray(np.linalg.det(x)).astype(x.dtype),
               pattern=OpPattern.OPAQUE, support_level=4)

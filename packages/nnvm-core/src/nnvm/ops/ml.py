@@ -22,8 +22,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShapeError, TypeInferenceError
-from ..op import OpPattern, register_op
+from ..op import OpPattern, OpSet
 from ..params import Param
+
+defs = OpSet("ml")
 
 OPAQUE = OpPattern.OPAQUE
 POST_TRANSFORMS = ("NONE", "SOFTMAX", "LOGISTIC", "SOFTMAX_ZERO", "PROBIT")
@@ -186,7 +188,7 @@ def _scaler_ref(attrs, x):
             scale.astype(np.float32)).astype(np.float32)
 
 
-register_op("scaler", doc="ONNX ml Scaler: (x - offset) * scale per feature (one value or one "
+defs.op("scaler", doc="ONNX ml Scaler: (x - offset) * scale per feature (one value or one "
             "per feature), output float32 whatever the input type.",
             params=[Param("offset", "floats", (), "subtracted first"),
                     Param("scale", "floats", (), "then multiplied")],
@@ -209,7 +211,7 @@ def _normalizer_ref(attrs, x):
     return out.reshape(x.shape).astype(np.float32)
 
 
-register_op("normalizer", doc="ONNX ml Normalizer: each row divided by its maximum, L1 or L2 "
+defs.op("normalizer", doc="ONNX ml Normalizer: each row divided by its maximum, L1 or L2 "
             "norm (a zero divisor leaves the row as it is); float32 output.",
             params=[Param("norm", "str", "MAX", "which norm", ("MAX", "L1", "L2"))],
             shape=lambda attrs, ins, outs: (ins, [ins[0]]),
@@ -217,7 +219,7 @@ register_op("normalizer", doc="ONNX ml Normalizer: each row divided by its maxim
             reference=_normalizer_ref, pattern=OPAQUE, support_level=6)
 
 
-register_op("binarizer", doc="ONNX ml Binarizer: 1 where x > threshold, else 0 (same dtype).",
+defs.op("binarizer", doc="ONNX ml Binarizer: 1 where x > threshold, else 0 (same dtype).",
             params=[Param("threshold", "float", 0.0, "strictly greater is 1")],
             shape=lambda attrs, ins, outs: (ins, [ins[0]]),
             dtype=lambda attrs, ins, outs: (ins, [ins[0]]),
@@ -241,7 +243,7 @@ def _imputer_ref(attrs, x):
     return np.where(hit, fill, x).astype(x.dtype)
 
 
-register_op("imputer", doc="ONNX ml Imputer: replace `replaced_value` (NaN by default for "
+defs.op("imputer", doc="ONNX ml Imputer: replace `replaced_value` (NaN by default for "
             "floats) with the per-feature imputed value.",
             params=[Param("imputed_value_floats", "floats", (), "for float inputs"),
                     Param("imputed_value_int64s", "ints", (), "for integer inputs"),
@@ -271,7 +273,7 @@ def _afe_ref(attrs, x, indices):
     return out.reshape((1, idx.size) if x.ndim <= 1 else (*x.shape[:-1], idx.size))
 
 
-register_op("array_feature_extractor", doc="ONNX ml ArrayFeatureExtractor: select `indices` "
+defs.op("array_feature_extractor", doc="ONNX ml ArrayFeatureExtractor: select `indices` "
             "along the last axis (a 1-D input gives one row, as in onnxruntime).",
             inputs=("data", "indices"), shape=_afe_shape,
             dtype=lambda attrs, ins, outs: (ins, [ins[0]]),
@@ -298,7 +300,7 @@ def _fv_ref(attrs, *xs):
     return np.concatenate(cols, axis=1)
 
 
-register_op("feature_vectorizer", doc="ONNX ml FeatureVectorizer: concatenate inputs into "
+defs.op("feature_vectorizer", doc="ONNX ml FeatureVectorizer: concatenate inputs into "
             "(N, sum(inputdimensions)) float32, each cut or zero-padded to its dimension.",
             inputs=lambda attrs: [f"arg{i}" for i in range(attrs["num_args"])],
             params=[Param("num_args", "int", doc="number of inputs"),
@@ -330,7 +332,7 @@ def _ohe_ref(attrs, x):
     return out.reshape(*x.shape, len(cats))
 
 
-register_op("one_hot_encoder", doc="ONNX ml OneHotEncoder: a trailing axis of one float per "
+defs.op("one_hot_encoder", doc="ONNX ml OneHotEncoder: a trailing axis of one float per "
             "category (ints or strings); unknown values are all zeros when zeros=1.",
             params=[Param("cats_int64s", "ints", (), "integer categories"),
                     Param("cats_strings", "strs", (), "string categories"),
@@ -370,7 +372,7 @@ def _le_ref(attrs, x):
     return np.asarray(out, dtype=np.dtype(dt)).reshape(x.shape)
 
 
-register_op("label_encoder", doc="ONNX ml LabelEncoder: map each element through keys -> "
+defs.op("label_encoder", doc="ONNX ml LabelEncoder: map each element through keys -> "
             "values (strings, ints or floats); unmapped elements get `default`.",
             params=[Param("keys", "any", doc="the keys (list)"),
                     Param("values", "any", doc="the values (list, same length)"),
@@ -402,7 +404,7 @@ def _lin_reg_ref(attrs, x):
     return post_transform(s, attrs["post_transform"]).astype(_float_of(np.asarray(x).dtype.name))
 
 
-register_op("linear_regressor", doc="ONNX ml LinearRegressor: x @ coefficients.T + intercepts "
+defs.op("linear_regressor", doc="ONNX ml LinearRegressor: x @ coefficients.T + intercepts "
             "for `targets` outputs, then the post transform.",
             params=[Param("coefficients", "floats", doc="targets x features, row-major"),
                     Param("intercepts", "floats", (), "one per target"),
@@ -444,7 +446,7 @@ def _lin_cls_width(attrs, n_cls, f):
     return 2 if rows == 1 and n_cls == 2 else rows
 
 
-register_op("linear_classifier", doc="ONNX ml LinearClassifier: per-class scores x @ W.T + b, "
+defs.op("linear_classifier", doc="ONNX ml LinearClassifier: per-class scores x @ W.T + b, "
             "the post transform, and the arg-max label. With one coefficient row and two "
             "labels the scores are (-s, s), as in onnxruntime.",
             outputs=("label", "scores"),
@@ -502,7 +504,7 @@ _SVM_PARAMS = [Param("coefficients", "floats", doc="dual coefficients (or linear
                Param("post_transform", "str", "NONE", "applied to the scores",
                      POST_TRANSFORMS)]
 
-register_op("svm_regressor", doc="ONNX ml SVMRegressor: sum of coefficient * kernel(x, sv) + "
+defs.op("svm_regressor", doc="ONNX ml SVMRegressor: sum of coefficient * kernel(x, sv) + "
             "rho (one_class: the sign as +-1).",
             params=_SVM_PARAMS + [Param("n_supports", "int", 0, "number of support vectors"),
                                   Param("one_class", "int", 0, "one-class SVM output")],
@@ -602,7 +604,7 @@ def _svm_cls_width(attrs, c, f):
     return 2 if pairs == 1 and attrs["post_transform"] != "PROBIT" else pairs
 
 
-register_op("svm_classifier", doc="ONNX ml SVMClassifier: one-vs-one SVC (votes decide the "
+defs.op("svm_classifier", doc="ONNX ml SVMClassifier: one-vs-one SVC (votes decide the "
             "label; scores are the pairwise decision values, or Platt-coupled probabilities "
             "when prob_a/prob_b are given) or a linear SVC (one score per class).",
             outputs=("label", "scores"),
@@ -810,7 +812,7 @@ def _tree_shape(attrs, ins, outs):
     return ins, [None if s is None else (_batch(s), attrs["n_targets"])]
 
 
-register_op("tree_ensemble", doc="Tree ensemble regression (ONNX ml TreeEnsemble and "
+defs.op("tree_ensemble", doc="Tree ensemble regression (ONNX ml TreeEnsemble and "
             "TreeEnsembleRegressor): walk every tree, aggregate the leaf weights per target "
             "(SUM, AVERAGE, MIN, MAX), add base_values, post transform.",
             params=_TREE_PARAMS + [Param("dtype", "dtype", "float32", "output dtype")],
@@ -876,7 +878,7 @@ def _tree_cls_width(attrs, n_cls, f):
     return n_cls
 
 
-register_op("tree_ensemble_classifier", doc="ONNX ml TreeEnsembleClassifier: per-class sums "
+defs.op("tree_ensemble_classifier", doc="ONNX ml TreeEnsembleClassifier: per-class sums "
             "of leaf weights over the trees plus base_values, the post transform, and the "
             "arg-max label (onnxruntime's binary conventions for a single score column).",
             outputs=("label", "scores"),

@@ -1,6 +1,6 @@
 """Neural-network layers: dense, matmul, conv2d, pooling, softmax, batch_norm, dropout, activations.
 
-Each op is one ``register_op`` record: shape rule (which also fills weight and bias shapes from
+Each op is one ``defs.op`` record: shape rule (which also fills weight and bias shapes from
 the data shape and the attributes, so ``sym.dense(x, units=16, name="fc1")`` gets
 ``fc1_weight`` inferred), dtype rule, vectorised NumPy reference kernel, gradient and fusion
 pattern. Convolution and pooling gradients are dedicated ``_*_backward`` ops, themselves full
@@ -15,9 +15,11 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from ..errors import ShapeError, TypeInferenceError
-from ..op import OpPattern, register_op
+from ..op import OpPattern, OpSet
 from ..params import Param
 from .common import first_input_shape, inplace_first, op, outputs, same_dtype, to_dtype
+
+defs = OpSet("nn")
 
 OPAQUE, FUSABLE = OpPattern.OPAQUE, OpPattern.OUT_ELEMWISE_FUSABLE
 
@@ -83,7 +85,7 @@ def _dense_grad(n, og):
     return grads
 
 
-register_op("dense", doc="Fully connected layer: y = x W^T + b, weight (units, in_dim); "
+defs.op("dense", doc="Fully connected layer: y = x W^T + b, weight (units, in_dim); "
             "data (..., in_dim) -> (..., units).", inputs=_dense_inputs,
             params=[Param("units", "int", doc="number of output features"),
                     Param("use_bias", "bool", True, "add a bias vector")],
@@ -138,7 +140,7 @@ def _matmul_grad(n, og):
     return [op("collapse_sum_like", ga, a), op("collapse_sum_like", gb, b)]
 
 
-register_op("matmul", doc="Matrix product with numpy batch broadcasting; transpose_a/b swap "
+defs.op("matmul", doc="Matrix product with numpy batch broadcasting; transpose_a/b swap "
             "the last two axes of an operand first.", inputs=("lhs", "rhs"),
             params=[Param("transpose_a", "bool", False, "use lhs^T"),
                     Param("transpose_b", "bool", False, "use rhs^T")],
@@ -407,16 +409,16 @@ def _bwd_weight_grad(n, og):
 
 _CONV_KEYS = {p.name for p in _conv_params(with_bias=False)}
 
-register_op("conv2d", doc="2-D convolution (cross-correlation) with strides, padding, "
+defs.op("conv2d", doc="2-D convolution (cross-correlation) with strides, padding, "
             "dilation and groups (groups == in_channels is depthwise).", inputs=_conv_inputs,
             params=_conv_params(), shape=_conv2d_shape, dtype=_float_dtype,
             reference=_conv2d_ref, gradient=_conv2d_grad, pattern=FUSABLE, support_level=2)
-register_op("_conv2d_backward_data", doc="Gradient of conv2d with respect to its data input "
+defs.op("_conv2d_backward_data", doc="Gradient of conv2d with respect to its data input "
             "(input 'data' supplies only the shape).", inputs=("out_grad", "weight", "data"),
             params=_conv_params(with_bias=False), shape=_bwd_data_shape, dtype=_float_dtype,
             reference=_conv2d_backward_data_ref, gradient=_bwd_data_grad, pattern=OPAQUE,
             FIgnoreInputs=lambda attrs: [2], TIsBackward=True, support_level=10)
-register_op("_conv2d_backward_weight", doc="Gradient of conv2d with respect to its weight.",
+defs.op("_conv2d_backward_weight", doc="Gradient of conv2d with respect to its weight.",
             inputs=("out_grad", "data"), params=_conv_params(with_bias=False),
             shape=_bwd_weight_shape, dtype=_float_dtype,
             reference=_conv2d_backward_weight_ref, gradient=_bwd_weight_grad, pattern=OPAQUE,
@@ -572,24 +574,24 @@ def _pool_backward_shape(attrs, ins, outs):
     return [fwd_outs[0], fwd_ins[0]], outs
 
 
-register_op("max_pool2d", doc="2-D max pooling over pool_size windows.", inputs=("data",),
+defs.op("max_pool2d", doc="2-D max pooling over pool_size windows.", inputs=("data",),
             params=_pool_params(avg=False), shape=_pool_shape, dtype=same_dtype,
             reference=_max_pool_ref,
             gradient=lambda n, og: [op("_max_pool2d_backward", og[0], n.inputs[0],
                                        **_pool_attrs(n))],
             pattern=FUSABLE, support_level=2)
-register_op("avg_pool2d", doc="2-D average pooling over pool_size windows.", inputs=("data",),
+defs.op("avg_pool2d", doc="2-D average pooling over pool_size windows.", inputs=("data",),
             params=_pool_params(avg=True), shape=_pool_shape, dtype=_float_dtype,
             reference=_avg_pool_ref,
             gradient=lambda n, og: [op("_avg_pool2d_backward", og[0], n.inputs[0],
                                        **_pool_attrs(n))],
             pattern=FUSABLE, support_level=2)
-register_op("_max_pool2d_backward", doc="Gradient of max_pool2d: each window's out_grad goes "
+defs.op("_max_pool2d_backward", doc="Gradient of max_pool2d: each window's out_grad goes "
             "to the position of its first maximum.", inputs=("out_grad", "data"),
             params=_pool_params(avg=False), shape=_pool_backward_shape, dtype=same_dtype,
             reference=_max_pool_backward_ref, pattern=OPAQUE, TIsBackward=True,
             support_level=10)
-register_op("_avg_pool2d_backward", doc="Gradient of avg_pool2d: each window's out_grad is "
+defs.op("_avg_pool2d_backward", doc="Gradient of avg_pool2d: each window's out_grad is "
             "spread evenly over the cells it averaged (input 'data' supplies only the shape).",
             inputs=("out_grad", "data"), params=_pool_params(avg=True),
             shape=_pool_backward_shape, dtype=_float_dtype, reference=_avg_pool_backward_ref,
@@ -630,11 +632,11 @@ def _global_avg_grad(n, og):
 
 
 _layout_param = [Param("layout", "str", "NCHW", "data layout, a permutation of NCHW")]
-register_op("global_max_pool2d", doc="Maximum over the whole spatial extent: (N, C, 1, 1).",
+defs.op("global_max_pool2d", doc="Maximum over the whole spatial extent: (N, C, 1, 1).",
             params=_layout_param, shape=_global_shape, dtype=same_dtype,
             reference=lambda attrs, x: x.max(axis=_hw_axes(attrs), keepdims=True),
             gradient=_global_max_grad, pattern=FUSABLE, support_level=2)
-register_op("global_avg_pool2d", doc="Mean over the whole spatial extent: (N, C, 1, 1).",
+defs.op("global_avg_pool2d", doc="Mean over the whole spatial extent: (N, C, 1, 1).",
             params=_layout_param, shape=_global_shape, dtype=_float_dtype,
             reference=lambda attrs, x: to_dtype(x.mean(axis=_hw_axes(attrs), keepdims=True), x),
             gradient=_global_avg_grad, pattern=FUSABLE, support_level=2)
@@ -674,10 +676,10 @@ def _log_softmax_grad(n, og):
 
 
 _axis_param = [Param("axis", "int", -1, "the axis normalised over")]
-register_op("softmax", doc="exp(x) / sum(exp(x)) along axis (numerically stabilised).",
+defs.op("softmax", doc="exp(x) / sum(exp(x)) along axis (numerically stabilised).",
             params=_axis_param, shape=_check_axis, dtype=_float_dtype, reference=_softmax_ref,
             gradient=_softmax_grad, pattern=OPAQUE, support_level=1)
-register_op("log_softmax", doc="log(softmax(x)) along axis, computed stably.",
+defs.op("log_softmax", doc="log(softmax(x)) along axis, computed stably.",
             params=_axis_param, shape=_check_axis, dtype=_float_dtype,
             reference=_log_softmax_ref, gradient=_log_softmax_grad, pattern=OPAQUE,
             support_level=1)
@@ -748,7 +750,7 @@ def _bn_grad(n, og):
     return [dx, dgamma, dbeta, dmean, dvar]
 
 
-register_op("batch_norm", doc="Batch normalisation with inference semantics: normalise with "
+defs.op("batch_norm", doc="Batch normalisation with inference semantics: normalise with "
             "moving_mean/moving_var along axis; outputs (output, mean, var), one visible.",
             inputs=("data", "gamma", "beta", "moving_mean", "moving_var"),
             outputs=("output", "mean", "var"),
@@ -772,7 +774,7 @@ def _dropout_shape(attrs, ins, outs):
     return ins, outs
 
 
-register_op("dropout", doc="Dropout; inference semantics (as NNVM's compiler): output = data, "
+defs.op("dropout", doc="Dropout; inference semantics (as NNVM's compiler): output = data, "
             "mask = ones. Outputs (output, mask), one visible.", outputs=("output", "mask"),
             params=[Param("rate", "float", 0.5, "fraction dropped in training")],
             shape=_dropout_shape, dtype=same_dtype,
@@ -790,7 +792,7 @@ def _leaky_relu_grad(n, og):
     return [op("where", pos, og[0], op("__mul_scalar__", og[0], scalar=n.attrs["alpha"]))]
 
 
-register_op("leaky_relu", doc="x if x > 0 else alpha * x.",
+defs.op("leaky_relu", doc="x if x > 0 else alpha * x.",
             params=[Param("alpha", "float", 0.25, "slope for negative inputs")],
             shape=first_input_shape, dtype=_float_dtype,
             reference=lambda attrs, x: to_dtype(np.where(x > 0, x, x * attrs["alpha"]), x),

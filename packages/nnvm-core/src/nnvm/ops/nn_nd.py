@@ -16,10 +16,11 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from ..errors import AttrError, ShapeError
 from ..ir import NodeEntry, make_node
-from ..op import OpPattern
+from ..op import OpPattern, OpSet
 from ..params import Param
 from .common import first_input_shape, same_dtype, to_dtype
-from .math import register_once
+
+defs = OpSet("nn_nd")
 
 OPAQUE, OUT_FUSE = OpPattern.OPAQUE, OpPattern.OUT_ELEMWISE_FUSABLE
 
@@ -156,13 +157,13 @@ def _bias_inputs(base):
     return lambda attrs: list(base) + (["bias"] if attrs["use_bias"] else [])
 
 
-register_once("conv", doc="N-d convolution (cross-correlation), layout NC..., weight "
+defs.op_once("conv", doc="N-d convolution (cross-correlation), layout NC..., weight "
               "(C_out, C_in / groups, K...), ONNX Conv semantics.",
               inputs=_bias_inputs(("data", "weight")),
               params=_CONV_PARAMS + [Param("use_bias", "bool", False, "add a bias input")],
               shape=_conv_shape, dtype=same_dtype, reference=_conv_ref, gradient=_conv_grad,
               pattern=OUT_FUSE, support_level=2)
-register_once("_conv_backward", doc="Gradients of conv for data, weight and bias.",
+defs.op_once("_conv_backward", doc="Gradients of conv for data, weight and bias.",
               inputs=("out_grad", "data", "weight"),
               outputs=("data_grad", "weight_grad", "bias_grad"), params=_CONV_PARAMS,
               shape=lambda attrs, ins, outs: (ins, [ins[1], ins[2], None if ins[2] is None
@@ -244,7 +245,7 @@ def _tconv_ref(attrs, x, w, b=None):
     return y.astype(x.dtype, copy=False)
 
 
-register_once("conv_transpose", doc="N-d transposed convolution (ONNX ConvTranspose), weight "
+defs.op_once("conv_transpose", doc="N-d transposed convolution (ONNX ConvTranspose), weight "
               "(C_in, C_out / groups, K...); output_shape (spatial) derives the pads as ONNX.",
               inputs=_bias_inputs(("data", "weight")),
               params=_CONV_PARAMS + [
@@ -369,13 +370,13 @@ def _pool_grad(bname):
     return grad
 
 
-register_once("max_pool", doc="N-d max pooling (ONNX MaxPool) with dilations, ceil_mode and the "
+defs.op_once("max_pool", doc="N-d max pooling (ONNX MaxPool) with dilations, ceil_mode and the "
               "flat argmax indices as a hidden second output.", inputs=("data",),
               outputs=("output", "indices"), params=_MAXP, shape=_pool_shape,
               dtype=lambda attrs, ins, outs: (ins, [ins[0], "int64"]), reference=_max_pool_ref,
               gradient=_pool_grad("_max_pool_backward"), pattern=OUT_FUSE,
               FNumVisibleOutputs=lambda attrs: 1, support_level=2)
-register_once("avg_pool", doc="N-d average pooling (ONNX AveragePool).", inputs=("data",),
+defs.op_once("avg_pool", doc="N-d average pooling (ONNX AveragePool).", inputs=("data",),
               params=_AVGP, shape=_pool_shape, dtype=same_dtype, reference=_avg_pool_ref,
               gradient=_pool_grad("_avg_pool_backward"), pattern=OUT_FUSE, support_level=2)
 def _lp_pool_shape(attrs, ins, outs):
@@ -386,15 +387,15 @@ def _lp_pool_shape(attrs, ins, outs):
     return _pool_shape(attrs, ins, outs)
 
 
-register_once("lp_pool", doc="N-d Lp pooling (ONNX LpPool): (sum |x|^p)^(1/p) per window.",
+defs.op_once("lp_pool", doc="N-d Lp pooling (ONNX LpPool): (sum |x|^p)^(1/p) per window.",
               inputs=("data",), params=_POOL_PARAMS + [Param("p", "int", 2, "norm order")],
               shape=_lp_pool_shape, dtype=same_dtype, reference=_lp_pool_ref, pattern=OUT_FUSE,
               support_level=2)
-register_once("_max_pool_backward", doc="Gradient of max_pool: out_grad to each window's argmax.",
+defs.op_once("_max_pool_backward", doc="Gradient of max_pool: out_grad to each window's argmax.",
               inputs=("out_grad", "data"), params=_MAXP,
               shape=lambda attrs, ins, outs: (ins, [ins[1]]), dtype=same_dtype,
               reference=_max_pool_backward_ref, pattern=OPAQUE)
-register_once("_avg_pool_backward", doc="Gradient of avg_pool: out_grad spread over each window.",
+defs.op_once("_avg_pool_backward", doc="Gradient of avg_pool: out_grad spread over each window.",
               inputs=("out_grad", "data"), params=_AVGP,
               shape=lambda attrs, ins, outs: (ins, [ins[1]]), dtype=same_dtype,
               reference=_avg_pool_backward_ref, pattern=OPAQUE,
@@ -407,7 +408,7 @@ def _global_shape(attrs, ins, outs):
 
 
 def _global(name, doc, fn, params=()):
-    register_once(name, doc=doc, inputs=("data",), params=list(params), shape=_global_shape,
+    defs.op_once(name, doc=doc, inputs=("data",), params=list(params), shape=_global_shape,
                   dtype=same_dtype, reference=lambda attrs, x: to_dtype(
                       fn(x, tuple(range(2, x.ndim)), attrs), x),
                   pattern=OpPattern.COMM_REDUCE, support_level=2)
@@ -438,7 +439,7 @@ def _einsum_ref(attrs, *xs):
     return np.asarray(out).astype(xs[0].dtype, copy=False)
 
 
-register_once("einsum", doc="Einstein summation over any number of inputs (ONNX Einsum).",
+defs.op_once("einsum", doc="Einstein summation over any number of inputs (ONNX Einsum).",
               inputs=lambda attrs: [f"arg{i}" for i in range(attrs["num_args"])],
               params=[Param("num_args", "int", doc="number of inputs"),
                       Param("equation", "str", doc="einsum subscripts, e.g. 'ij,jk->ik'")],
@@ -454,7 +455,7 @@ def _hardmax_ref(attrs, x):
     return out
 
 
-register_once("hardmax", doc="1 at the first maximum along axis, 0 elsewhere (ONNX Hardmax).",
+defs.op_once("hardmax", doc="1 at the first maximum along axis, 0 elsewhere (ONNX Hardmax).",
               inputs=("data",), params=[Param("axis", "int", -1, "axis")],
               shape=first_input_shape, dtype=same_dtype, reference=_hardmax_ref,
               pattern=OPAQUE, support_level=4)

@@ -11,10 +11,11 @@ import numpy as np
 
 from ..errors import ShapeError
 from ..ir import NodeEntry, make_node
-from ..op import OpPattern
+from ..op import OpPattern, OpSet
 from ..params import Param
 from .common import first_input_shape, same_dtype, to_dtype
-from .math import register_once
+
+defs = OpSet("norm")
 
 OPAQUE = OpPattern.OPAQUE
 _EPS = Param("epsilon", "float", 1e-5, "added to the variance")
@@ -80,7 +81,7 @@ def _layer_norm_grad(n, og):
 
 
 _LN_PARAMS = [Param("axis", "int", -1, "first normalised axis"), _EPS]
-register_once("layer_norm", doc="ONNX LayerNormalization: normalise over axes [axis, rank), "
+defs.op_once("layer_norm", doc="ONNX LayerNormalization: normalise over axes [axis, rank), "
               "then scale and shift. Outputs Y, Mean, InvStdDev (Y visible).",
               inputs=lambda attrs: ["data", "scale"] + (["bias"] if attrs["use_bias"] else []),
               outputs=("output", "mean", "inv_std_dev"),
@@ -88,7 +89,7 @@ register_once("layer_norm", doc="ONNX LayerNormalization: normalise over axes [a
               shape=_layer_norm_shape, dtype=_layer_norm_dtype, reference=_layer_norm_ref,
               gradient=_layer_norm_grad, pattern=OPAQUE,
               FNumVisibleOutputs=lambda attrs: 1, support_level=1)
-register_once("_layer_norm_backward", doc="Gradients of layer_norm for data, scale and bias.",
+defs.op_once("_layer_norm_backward", doc="Gradients of layer_norm for data, scale and bias.",
               inputs=("out_grad", "data", "scale"),
               outputs=("data_grad", "scale_grad", "bias_grad"), params=_LN_PARAMS,
               shape=lambda attrs, ins, outs: (ins, [ins[1], ins[2], ins[2]]),
@@ -103,7 +104,7 @@ def _rms_ref(attrs, x, scale):
     return to_dtype(xf / rms * scale, x)
 
 
-register_once("rms_norm", doc="ONNX RMSNormalization: x / sqrt(mean(x^2) + eps) * scale over "
+defs.op_once("rms_norm", doc="ONNX RMSNormalization: x / sqrt(mean(x^2) + eps) * scale over "
               "axes [axis, rank).", inputs=("data", "scale"), params=_LN_PARAMS,
               shape=lambda attrs, ins, outs: (ins, [ins[0]]), dtype=same_dtype,
               reference=_rms_ref, pattern=OPAQUE, support_level=1)
@@ -126,7 +127,7 @@ def _instance_norm_ref(attrs, x, gamma, beta):
     return to_dtype(y, x)
 
 
-register_once("instance_norm", doc="Instance normalisation: per sample and channel over the "
+defs.op_once("instance_norm", doc="Instance normalisation: per sample and channel over the "
               "spatial axes, then per-channel scale and shift.",
               inputs=("data", "gamma", "beta"), params=[_EPS], shape=_channel_params,
               dtype=same_dtype, reference=_instance_norm_ref, pattern=OPAQUE, support_level=1)
@@ -155,7 +156,7 @@ def _group_norm_shape(attrs, ins, outs):
     return _channel_params(attrs, ins, outs)
 
 
-register_once("group_norm", doc="ONNX GroupNormalization (opset 21): normalise channel groups "
+defs.op_once("group_norm", doc="ONNX GroupNormalization (opset 21): normalise channel groups "
               "per sample, then per-channel scale and shift.",
               inputs=("data", "gamma", "beta"),
               params=[Param("num_groups", "int", doc="channel groups"), _EPS],
@@ -172,7 +173,7 @@ def _lp_ref(attrs, x):
         return to_dtype(np.where(norm == 0, 0, xf / norm), x)
 
 
-register_once("lp_normalization", doc="ONNX LpNormalization: x / ||x||_p along axis (p = 1 or "
+defs.op_once("lp_normalization", doc="ONNX LpNormalization: x / ||x||_p along axis (p = 1 or "
               "2; zero vectors stay zero).", inputs=("data",),
               params=[Param("axis", "int", -1, "axis"), Param("p", "int", 2, "1 or 2", (1, 2))],
               shape=first_input_shape, dtype=same_dtype, reference=_lp_ref, pattern=OPAQUE,
@@ -187,7 +188,7 @@ def _mvn_ref(attrs, x):
     return to_dtype((xf - mean) / (std + 1e-9), x)
 
 
-register_once("mean_variance_normalization", doc="ONNX MeanVarianceNormalization: (x - mean) / "
+defs.op_once("mean_variance_normalization", doc="ONNX MeanVarianceNormalization: (x - mean) / "
               "std over axes.", inputs=("data",),
               params=[Param("axes", "ints", (0, 2, 3), "axes of the statistics")],
               shape=first_input_shape, dtype=same_dtype, reference=_mvn_ref, pattern=OPAQUE,
@@ -206,7 +207,7 @@ def _lrn_ref(attrs, x):
     return to_dtype(x / div, x)
 
 
-register_once("lrn", doc="Local response normalisation across channels: x / (bias + alpha / "
+defs.op_once("lrn", doc="Local response normalisation across channels: x / (bias + alpha / "
               "size * sum of squares in a window of `size` channels) ** beta.",
               inputs=("data",),
               params=[Param("size", "int", doc="window (channels)"),

@@ -10,8 +10,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShapeError
-from ..op import OpPattern, register_op
+from ..op import OpPattern, OpSet
 from ..params import Param
+
+defs = OpSet("onnx_extra")
 
 
 def _np(dtype: str):
@@ -28,7 +30,7 @@ def _bitcast_dtype(attrs, ins, outs):
     return ins, [attrs["dtype"]]
 
 
-register_op("bitcast", doc="Reinterpret the bits of each element as `dtype` (same width).",
+defs.op("bitcast", doc="Reinterpret the bits of each element as `dtype` (same width).",
             params=[Param("dtype", "dtype", doc="target dtype, same bit width")],
             shape=lambda attrs, ins, outs: (ins, [ins[0]]), dtype=_bitcast_dtype,
             reference=lambda attrs, x: np.asarray(x, order="C").view(_np(attrs["dtype"])),
@@ -75,7 +77,7 @@ def _dft_ref(attrs, x):
     return np.stack([y.real, y.imag], axis=-1).astype(x.dtype)
 
 
-register_op("dft", doc="Discrete Fourier transform along `axis` of a (..., 1|2) real/complex "
+defs.op("dft", doc="Discrete Fourier transform along `axis` of a (..., 1|2) real/complex "
             "tensor; `length` zero-pads or truncates; `onesided` keeps n//2+1 bins.",
             params=[Param("axis", "int", 1, "signal axis (counting the trailing axis)"),
                     Param("inverse", "bool", False, "inverse transform (scaled by 1/n)"),
@@ -111,7 +113,7 @@ def _stft_ref(attrs, x, *window):
     return np.stack([y.real, y.imag], axis=-1).astype(x.dtype)
 
 
-register_op("stft", doc="Short-time Fourier transform of (batch, length, 1|2) signals: "
+defs.op("stft", doc="Short-time Fourier transform of (batch, length, 1|2) signals: "
             "frames of frame_length every frame_step, optionally windowed.",
             inputs=lambda attrs: ["signal"] + (["window"] if attrs["use_window"] else []),
             params=[Param("frame_step", "int", doc="hop between frames"),
@@ -216,7 +218,7 @@ def _grid_sample_shape(attrs, ins, outs):
     return ins, [(x[0], x[1], *g[1:-1])]
 
 
-register_op("grid_sample", doc="Sample data (N, C, *spatial) at the normalised grid "
+defs.op("grid_sample", doc="Sample data (N, C, *spatial) at the normalised grid "
             "locations (N, *out, ndim), as ONNX GridSample / torch grid_sample.",
             inputs=("data", "grid"),
             params=[Param("mode", "str", "linear", "interpolation",
@@ -266,7 +268,7 @@ def _col2im_ref(attrs, x):
     return out[(slice(None), slice(None), *crop)]
 
 
-register_op("col2im", doc="Rearrange column blocks (N, C*prod(block), L) back into images "
+defs.op("col2im", doc="Rearrange column blocks (N, C*prod(block), L) back into images "
             "(N, C, *image_shape), summing overlaps (ONNX Col2Im, torch fold).",
             params=[Param("image_shape", "ints", doc="spatial output size"),
                     Param("block_shape", "ints", doc="spatial block size"),
@@ -287,7 +289,7 @@ def _unpool_ref(attrs, x, indices):
     return out.reshape(attrs["output_shape"])
 
 
-register_op("max_unpool", doc="Scatter pooled values back to the flat positions `indices` "
+defs.op("max_unpool", doc="Scatter pooled values back to the flat positions `indices` "
             "(from max_pool) of a zero tensor of `output_shape` (ONNX MaxUnpool).",
             inputs=("data", "indices"),
             params=[Param("output_shape", "ints", doc="full output shape")],
@@ -311,7 +313,7 @@ def _tensor_scatter_ref(attrs, past, update, *write_indices):
     return out
 
 
-register_op("tensor_scatter", doc="Write `update` into a copy of the cache `past` along axis "
+defs.op("tensor_scatter", doc="Write `update` into a copy of the cache `past` along axis "
             "from each batch row's write index (ONNX TensorScatter, a KV-cache update).",
             inputs=lambda attrs: ["past", "update"] + (["write_indices"]
                                                        if attrs["use_indices"] else []),

@@ -13,11 +13,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShapeError
-from ..op import OpPattern
+from ..op import OpPattern, OpSet
 from ..params import Param
 from .common import first_input_shape
-from .math import register_once
 from .nn_nd import _CONV_PARAMS, _conv_ref, _conv_shape
+
+defs = OpSet("quantize")
 
 OPAQUE = OpPattern.OPAQUE
 
@@ -83,12 +84,12 @@ _QPARAMS = [Param("axis", "int", 1, "axis of per-axis / blocked scales"),
             Param("block_size", "int", 0, "elements per scale along axis; 0 = not blocked")]
 
 
-register_once("quantize_linear", doc="ONNX QuantizeLinear: saturate(round(x / scale) + zero "
+defs.op_once("quantize_linear", doc="ONNX QuantizeLinear: saturate(round(x / scale) + zero "
               "point) in the zero point's dtype.", inputs=("data", "scale", "zero_point"),
               params=_QPARAMS + [Param("saturate", "bool", True, "float8: clamp to the range")],
               shape=first_input_shape, dtype=lambda attrs, ins, outs: (ins, [ins[2]]),
               reference=_quantize_ref, pattern=OpPattern.ELEMWISE, support_level=6)
-register_once("dequantize_linear", doc="ONNX DequantizeLinear: (x - zero point) * scale in the "
+defs.op_once("dequantize_linear", doc="ONNX DequantizeLinear: (x - zero point) * scale in the "
               "scale's dtype.", inputs=("data", "scale", "zero_point"), params=_QPARAMS,
               shape=first_input_shape, dtype=lambda attrs, ins, outs: (ins, [ins[1]]),
               reference=_dequantize_ref, pattern=OpPattern.ELEMWISE, support_level=6)
@@ -104,7 +105,7 @@ def _dyn_ref(attrs, x):
     return y, np.array(scale, np.float32), np.array(zp, np.uint8)
 
 
-register_once("dynamic_quantize_linear", doc="ONNX DynamicQuantizeLinear: uint8 quantisation "
+defs.op_once("dynamic_quantize_linear", doc="ONNX DynamicQuantizeLinear: uint8 quantisation "
               "with scale and zero point computed from the data's range (including 0).",
               inputs=("data",), outputs=("output", "scale", "zero_point"),
               shape=lambda attrs, ins, outs: (ins, outs if ins[0] is None else
@@ -136,7 +137,7 @@ def _e8m0_ref(attrs, x):
     return out.view(ml_dtypes.float8_e8m0fnu)
 
 
-register_once("cast_e8m0", doc="ONNX Cast to FLOAT8E8M0: keep the exponent, round the mantissa "
+defs.op_once("cast_e8m0", doc="ONNX Cast to FLOAT8E8M0: keep the exponent, round the mantissa "
               "away (round_mode up/nearest/down); saturate keeps the largest finite exponent.",
               params=[Param("saturate", "bool", True, "never round up into NaN"),
                       Param("round_mode", "str", "up", "mantissa rounding",
@@ -175,7 +176,7 @@ def _matmul_integer_ref(attrs, a, b, azp, bzp):
                      b.astype(np.int64) - np.asarray(bzp).astype(np.int64)).astype(np.int32)
 
 
-register_once("matmul_integer", doc="ONNX MatMulInteger: (a - a_zero_point) @ (b - b_zero_point) "
+defs.op_once("matmul_integer", doc="ONNX MatMulInteger: (a - a_zero_point) @ (b - b_zero_point) "
               "in int32 (a's zero point per row or scalar, b's per column or scalar).",
               inputs=("a", "b", "a_zero_point", "b_zero_point"),
               shape=lambda attrs, ins, outs: (ins, [_matmul_out(ins[0], ins[1])]),
@@ -192,7 +193,7 @@ def _qlinear_matmul_ref(attrs, a, as_, azp, b, bs, bzp, ys, yzp):
     return _saturate(np.rint(y) + np.asarray(yzp).astype(np.float64), yzp.dtype)
 
 
-register_once("qlinear_matmul", doc="ONNX QLinearMatMul: quantised matmul, requantised to the "
+defs.op_once("qlinear_matmul", doc="ONNX QLinearMatMul: quantised matmul, requantised to the "
               "output scale and zero point.",
               inputs=("a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point",
                       "y_scale", "y_zero_point"),
@@ -217,7 +218,7 @@ def _conv_integer_ref(attrs, x, w, xzp, wzp):
     return _conv_ref(_conv_attrs(attrs), xi, wi).astype(np.int32)
 
 
-register_once("conv_integer", doc="ONNX ConvInteger: conv of (x - x_zero_point) and (w - "
+defs.op_once("conv_integer", doc="ONNX ConvInteger: conv of (x - x_zero_point) and (w - "
               "w_zero_point) accumulated in int32.",
               inputs=("data", "weight", "x_zero_point", "w_zero_point"), params=_CONV_PARAMS,
               shape=lambda attrs, ins, outs: (ins, _conv_shape(
@@ -236,7 +237,7 @@ def _qlinear_conv_ref(attrs, x, xs, xzp, w, ws, wzp, ys, yzp, bias=None):
     return _saturate(np.rint(y) + float(np.asarray(yzp)), yzp.dtype)
 
 
-register_once("qlinear_conv", doc="ONNX QLinearConv: quantised conv (int32 bias optional), "
+defs.op_once("qlinear_conv", doc="ONNX QLinearConv: quantised conv (int32 bias optional), "
               "requantised to the output scale and zero point.",
               inputs=lambda attrs: ["data", "x_scale", "x_zero_point", "weight", "w_scale",
                                     "w_zero_point", "y_scale", "y_zero_point"] + (

@@ -11,9 +11,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShapeError, TypeInferenceError
-from ..op import OpPattern, register_op
+from ..op import OpPattern, OpSet
 from ..params import Param
 from .common import op, outputs, same_dtype, to_dtype
+
+defs = OpSet("reduce")
 
 REDUCE = OpPattern.COMM_REDUCE
 
@@ -105,7 +107,7 @@ for _name, _fn, _grad, _doc in (
         ("max", np.max, _select_grad, "Maximum over the given axes."),
         ("min", np.min, _select_grad, "Minimum over the given axes."),
         ("prod", np.prod, _prod_grad, "Product over the given axes.")):
-    register_op(_name, doc=_doc, params=_reduce_params(), shape=_reduce_shape,
+    defs.op(_name, doc=_doc, params=_reduce_params(), shape=_reduce_shape,
                 dtype=same_dtype, reference=_kernel(_fn), gradient=_grad, pattern=REDUCE,
                 support_level=4)
 
@@ -145,7 +147,7 @@ def _arg_params():
 
 
 for _name, _fn in (("argmax", np.argmax), ("argmin", np.argmin)):
-    register_op(_name, doc=f"Index of the {_name[3:]}imum along one axis (or of the flattened "
+    defs.op(_name, doc=f"Index of the {_name[3:]}imum along one axis (or of the flattened "
                 f"input when axis is empty); ties resolve to the first index.",
                 params=_arg_params(), shape=_arg_shape, dtype=_arg_dtype,
                 reference=_arg_kernel(_fn), gradient=lambda n, og: [None], pattern=REDUCE,
@@ -181,7 +183,7 @@ def _expand_like_dtype(attrs, ins, outs):
     return [t, ins[1]], [t]
 
 
-register_op("expand_like", doc="Broadcast a reduced tensor back to the shape of `shape_like`, "
+defs.op("expand_like", doc="Broadcast a reduced tensor back to the shape of `shape_like`, "
             "inserting the reduced axes (axis/exclude as in sum) when they were dropped.",
             inputs=("data", "shape_like"),
             params=[Param("axis", "ints", (), "the axes that were reduced; empty = all"),

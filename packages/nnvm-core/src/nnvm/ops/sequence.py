@@ -13,9 +13,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import AttrError, ShapeError
-from ..op import OpPattern
+from ..op import OpPattern, OpSet
 from ..params import Param
-from .math import register_once
+
+defs = OpSet("sequence")
 
 #: ONNX activation name -> (fn(x, alpha, beta), default alpha, default beta, uses alpha/beta).
 _ACTS = {
@@ -209,7 +210,7 @@ def _params(kind):
 for _kind, _doc in (("lstm", "ONNX LSTM: outputs Y (seq, dirs, batch, hidden), Y_h, Y_c."),
                     ("gru", "ONNX GRU: outputs Y (seq, dirs, batch, hidden), Y_h."),
                     ("rnn", "ONNX RNN (simple recurrent layer): outputs Y, Y_h.")):
-    register_once(_kind, doc=_doc, inputs=rnn_input_names(_kind),
+    defs.op_once(_kind, doc=_doc, inputs=rnn_input_names(_kind),
                   outputs=("Y", "Y_h", "Y_c") if _kind == "lstm" else ("Y", "Y_h"),
                   params=_params(_kind), shape=_shape_rule(_kind), dtype=_dtype_rule(_kind),
                   reference=(lambda k: lambda attrs, *xs: _run(k, attrs, xs))(_kind),

@@ -16,16 +16,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..op import OpPattern, register_op
+from ..op import OpPattern, OpSet
 from ..params import Param
 from .common import same_dtype, same_shape
+
+defs = OpSet("system")
 
 
 def _assign_ref(attrs, lhs, rhs):
     return np.array(rhs, dtype=lhs.dtype, copy=True)
 
 
-register_op(
+defs.op(
     "_assign", doc="Assign `rhs` to the variable `lhs` and return the new value. The op "
     "mutates `lhs` (FMutateInputs), so OrderMutation orders it after earlier reads of `lhs` "
     "and before later ones; runtimes without variable state return the new value, which the "
@@ -36,7 +38,7 @@ register_op(
     FMutateInputs=lambda attrs: [0], FIgnoreInputs=lambda attrs: [0])
 
 
-register_op(
+defs.op(
     "device_copy", doc="Copy a tensor to another device (inserted by the PlaceDevice pass at "
     "device boundaries). Numerically the identity.",
     inputs=("data",), params=[Param("dst_device", "str", default="",

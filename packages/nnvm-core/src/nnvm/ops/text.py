@@ -14,9 +14,11 @@ import unicodedata
 import numpy as np
 
 from ..errors import ShapeError, TypeInferenceError
-from ..op import OpPattern, register_op
+from ..op import OpPattern, OpSet
 from ..params import Param
 from .common import broadcast_shape, first_input_shape
+
+defs = OpSet("text")
 
 STRING = "string"
 OPAQUE = OpPattern.OPAQUE
@@ -61,7 +63,7 @@ def _concat_ref(attrs, a, b):
     return out
 
 
-register_op("string_concat", doc="ONNX StringConcat: elementwise a + b with numpy broadcasting.",
+defs.op("string_concat", doc="ONNX StringConcat: elementwise a + b with numpy broadcasting.",
             inputs=("a", "b"), shape=broadcast_shape, dtype=_string_inputs(2),
             reference=_concat_ref, pattern=OPAQUE, support_level=7)
 
@@ -79,7 +81,7 @@ def _check_pattern(attrs, ins, outs):
     return first_input_shape(attrs, ins, outs)
 
 
-register_op("regex_full_match", doc="ONNX RegexFullMatch: whether each string matches `pattern` "
+defs.op("regex_full_match", doc="ONNX RegexFullMatch: whether each string matches `pattern` "
             "in full (Python re syntax, which covers the RE2 subset ONNX models use).",
             params=[Param("pattern", "str", doc="regular expression")],
             shape=_check_pattern, dtype=_string_inputs(1, "bool"), reference=_regex_ref,
@@ -101,7 +103,7 @@ def _split_ref(attrs, x):
     return subs.reshape(x.shape + (width,)), lengths
 
 
-register_op("string_split", doc="ONNX StringSplit: split each string at `delimiter` (runs of "
+defs.op("string_split", doc="ONNX StringSplit: split each string at `delimiter` (runs of "
             "whitespace when empty), at most `maxsplit` times; substrings padded with '' to "
             "the longest split, plus the number of substrings of each element.",
             params=[Param("delimiter", "str", "", "separator; '' = whitespace runs"),
@@ -154,7 +156,7 @@ def _normalizer_shape(attrs, ins, outs):
     return ins, [None]
 
 
-register_op("string_normalizer", doc="ONNX StringNormalizer: strip accents, drop stopwords "
+defs.op("string_normalizer", doc="ONNX StringNormalizer: strip accents, drop stopwords "
             "(case-sensitively or not), change case; empty strings are dropped (one '' stays "
             "when nothing is left).",
             params=[Param("case_change_action", "str", "NONE", "LOWER, UPPER or NONE",

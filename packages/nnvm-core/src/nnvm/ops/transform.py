@@ -13,10 +13,12 @@ import math
 import numpy as np
 
 from ..errors import AttrError, ShapeError, TypeInferenceError
-from ..op import OpPattern, register_op
+from ..op import OpPattern, OpSet
 from ..params import Param, parse_value
 from .common import (broadcast_shapes, inplace_first, op, outputs, same_dtype, same_shape,
                      sum_to_like, to_dtype)
+
+defs = OpSet("transform")
 
 INJ, E = OpPattern.INJECTIVE, OpPattern.ELEMWISE
 _INT_MAX = 2 ** 31 - 1
@@ -49,7 +51,7 @@ def _flatten_shape(attrs, ins, outs):
     return ins, [(ins[0][0], _size(ins[0][1:]))]
 
 
-register_op("flatten", doc="Collapse every axis but the first: (N, d1, d2, ...) -> "
+defs.op("flatten", doc="Collapse every axis but the first: (N, d1, d2, ...) -> "
             "(N, d1*d2*...).", shape=_flatten_shape, dtype=same_dtype,
             reference=lambda attrs, x: x.reshape(x.shape[0], -1), gradient=_reshape_back,
             support_level=1, **_view())
@@ -122,7 +124,7 @@ def _reshape_shape(attrs, ins, outs):
     return ins, [reshape_target(tuple(ins[0]), tuple(attrs["shape"]))]
 
 
-register_op("reshape", doc="Reshape; the target may use MXNet's codes 0 (copy), -1 (infer), "
+defs.op("reshape", doc="Reshape; the target may use MXNet's codes 0 (copy), -1 (infer), "
             "-2 (copy rest), -3 (merge two), -4 (split one in two).",
             params=[Param("shape", "ints", doc="target shape with special codes")],
             shape=_reshape_shape, dtype=same_dtype,
@@ -145,7 +147,7 @@ def _reshape_like_dtype(attrs, ins, outs):
     return [t, ins[1]], [t]
 
 
-register_op("reshape_like", doc="Reshape data to the shape of `shape_like` (same size).",
+defs.op("reshape_like", doc="Reshape data to the shape of `shape_like` (same size).",
             inputs=("data", "shape_like"), shape=_reshape_like_shape, dtype=_reshape_like_dtype,
             reference=lambda attrs, x, like: x.reshape(like.shape),
             gradient=lambda n, og: [op("reshape_like", og[0], n.inputs[0]), None],
@@ -192,7 +194,7 @@ def _concat_grad(n, og):
     return [pieces[i] for i in range(k)]
 
 
-register_op("concatenate", doc="Join tensors along axis (all other axes must match).",
+defs.op("concatenate", doc="Join tensors along axis (all other axes must match).",
             inputs=lambda attrs: [f"arg{i}" for i in range(attrs["num_args"])],
             params=[Param("num_args", "int", doc="number of inputs"),
                     Param("axis", "int", 1, "the joined axis")],
@@ -219,7 +221,7 @@ def _split_like_dtype(attrs, ins, outs):
     return ins, [t] * len(outs)
 
 
-register_op("_split_like", doc="Split data along axis into pieces shaped like the other "
+defs.op("_split_like", doc="Split data along axis into pieces shaped like the other "
             "inputs (the gradient of concatenate; the like inputs supply only shapes).",
             inputs=lambda attrs: ["data"] + [f"like{i}" for i in range(attrs["num_outputs"])],
             outputs=lambda attrs: [f"output{i}" for i in range(attrs["num_outputs"])],
@@ -281,7 +283,7 @@ def _split_ref(attrs, x):
     return tuple(np.split(x, v[0] if kind == "sections" else list(v), axis=attrs["axis"]))
 
 
-register_op("split", doc="Split along axis into `indices_or_sections` equal sections (an "
+defs.op("split", doc="Split along axis into `indices_or_sections` equal sections (an "
             "int) or at the given indices (a tuple).", outputs=_split_outputs,
             params=[Param("indices_or_sections", "any", doc="int sections or tuple of indices"),
                     Param("axis", "int", 1, "the split axis")],
@@ -317,7 +319,7 @@ def _transpose_grad(n, og):
     return [op("transpose", og[0], axes=inv)]
 
 
-register_op("transpose", doc="Permute axes; empty axes reverses them.",
+defs.op("transpose", doc="Permute axes; empty axes reverses them.",
             params=[Param("axes", "ints", (), "the permutation; empty = reverse")],
             shape=_transpose_shape, dtype=same_dtype,
             reference=lambda attrs, x: np.transpose(x, _axes(attrs, x.ndim)),
@@ -335,7 +337,7 @@ def _expand_dims_shape(attrs, ins, outs):
     return ins, [s[:a] + (1,) * k + s[a:]]
 
 
-register_op("expand_dims", doc="Insert num_newaxis axes of size 1 at axis.",
+defs.op("expand_dims", doc="Insert num_newaxis axes of size 1 at axis.",
             params=[Param("axis", "int", doc="where to insert"),
                     Param("num_newaxis", "int", 1, "how many axes")],
             shape=_expand_dims_shape, dtype=same_dtype,
@@ -353,7 +355,7 @@ def _squeeze_out(attrs, s):
     return tuple(d for i, d in enumerate(s) if i not in norm)
 
 
-register_op("squeeze", doc="Remove axes of size 1 (all of them when axis is empty).",
+defs.op("squeeze", doc="Remove axes of size 1 (all of them when axis is empty).",
             params=[Param("axis", "ints", (), "axes to remove; empty = every size-1 axis")],
             shape=lambda attrs, ins, outs: (ins, outs) if ins[0] is None else (
                 ins, [_squeeze_out(attrs, tuple(ins[0]))]), dtype=same_dtype,
@@ -371,7 +373,7 @@ def _broadcast_to_shape(attrs, ins, outs):
     return ins, [target]
 
 
-register_op("broadcast_to", doc="Broadcast to `shape` (numpy rules).",
+defs.op("broadcast_to", doc="Broadcast to `shape` (numpy rules).",
             params=[Param("shape", "ints", doc="target shape")], shape=_broadcast_to_shape,
             dtype=same_dtype,
             reference=lambda attrs, x: np.broadcast_to(x, tuple(attrs["shape"])).copy(),
@@ -411,7 +413,7 @@ def _slice_params():
             Param("stride", "ints", (), "step per axis; default 1")]
 
 
-register_op("strided_slice", doc="Python-style slice x[b0:e0:s0, b1:e1:s1, ...]; axes beyond "
+defs.op("strided_slice", doc="Python-style slice x[b0:e0:s0, b1:e1:s1, ...]; axes beyond "
             "begin are kept whole.", params=_slice_params(), shape=_strided_slice_shape,
             dtype=same_dtype,
             reference=lambda attrs, x: x[slice_spec(attrs, x.shape)].copy(),
@@ -439,7 +441,7 @@ def _slice_bwd_ref(attrs, g, x):
     return out
 
 
-register_op("_strided_slice_backward", doc="Gradient of strided_slice: out_grad scattered "
+defs.op("_strided_slice_backward", doc="Gradient of strided_slice: out_grad scattered "
             "into zeros shaped like data (data supplies only the shape).",
             inputs=("out_grad", "data"), params=_slice_params(),
             shape=lambda attrs, ins, outs: _scatter_back_shape(_strided_slice_shape, attrs, ins,
@@ -476,7 +478,7 @@ def _pad_grad(n, og):
                end=tuple(-b if b else _INT_MAX for _, b in pairs))]
 
 
-register_op("pad", doc="Constant padding: pad_width ((before, after), ...) per axis.",
+defs.op("pad", doc="Constant padding: pad_width ((before, after), ...) per axis.",
             params=[Param("pad_width", "any", doc="((before, after), ...) per axis"),
                     Param("pad_value", "float", 0.0, "the fill value")],
             shape=_pad_shape, dtype=same_dtype,
@@ -521,13 +523,13 @@ def _take_bwd_ref(attrs, g, idx, x):
 
 
 _take_axis = [Param("axis", "int_or_none", None, "gather axis; None = flattened input")]
-register_op("take", doc="Gather elements of data at integer `indices` along axis (indices "
+defs.op("take", doc="Gather elements of data at integer `indices` along axis (indices "
             "are clipped to the valid range, as TVM).", inputs=("data", "indices"),
             params=_take_axis, shape=_take_shape, dtype=_take_dtype, reference=_take_ref,
             gradient=lambda n, og: [op("_take_backward", og[0], n.inputs[1], n.inputs[0],
                                        axis=n.attrs["axis"]), None],
             pattern=INJ, support_level=1)
-register_op("_take_backward", doc="Gradient of take: out_grad scatter-added into zeros "
+defs.op("_take_backward", doc="Gradient of take: out_grad scatter-added into zeros "
             "shaped like data (data supplies only the shape).",
             inputs=("out_grad", "indices", "data"), params=_take_axis,
             shape=lambda attrs, ins, outs: _scatter_back_shape(
@@ -541,12 +543,12 @@ register_op("_take_backward", doc="Gradient of take: out_grad scatter-added into
 
 # -- dtype conversion and clip ------------------------------------------------------------------
 
-register_op("cast", doc="Convert to `dtype`.", params=[Param("dtype", "dtype", doc="target")],
+defs.op("cast", doc="Convert to `dtype`.", params=[Param("dtype", "dtype", doc="target")],
             shape=same_shape, dtype=lambda attrs, ins, outs: (ins, [attrs["dtype"]]),
             reference=lambda attrs, x: x.astype(attrs["dtype"]),
             gradient=lambda n, og: [op("cast_like", og[0], n.inputs[0])], pattern=E,
             support_level=4)
-register_op("cast_like", doc="Convert data to the dtype of `dtype_like` (the gradient of cast).",
+defs.op("cast_like", doc="Convert data to the dtype of `dtype_like` (the gradient of cast).",
             inputs=("data", "dtype_like"), shape=lambda attrs, ins, outs: (ins, [ins[0]]),
             dtype=lambda attrs, ins, outs: (ins, [ins[1]]),
             reference=lambda attrs, x, like: x.astype(like.dtype),
@@ -558,7 +560,7 @@ def _clip_ref(attrs, x):
     return to_dtype(np.clip(x, attrs["a_min"], attrs["a_max"]), x)
 
 
-register_op("clip", doc="Clamp values into [a_min, a_max].",
+defs.op("clip", doc="Clamp values into [a_min, a_max].",
             params=[Param("a_min", "float", doc="lower bound"),
                     Param("a_max", "float", doc="upper bound")],
             shape=same_shape, dtype=same_dtype, reference=_clip_ref,
@@ -575,7 +577,7 @@ def _creator(name, doc, fill):
               Param("dtype", "dtype", "float32", "output dtype")]
     if fill is None:
         params.append(Param("fill_value", "float", doc="the value"))
-    register_op(name, doc=doc, inputs=(), params=params,
+    defs.op(name, doc=doc, inputs=(), params=params,
                 shape=lambda attrs, ins, outs: (ins, [tuple(attrs["shape"])]),
                 dtype=lambda attrs, ins, outs: (ins, [attrs["dtype"]]),
                 reference=lambda attrs: np.full(tuple(attrs["shape"]), attrs.get(

@@ -11,9 +11,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShapeError
-from ..op import OpPattern
+from ..op import OpPattern, OpSet
 from ..params import Param
-from .math import register_once
+
+defs = OpSet("vision")
 
 OPAQUE = OpPattern.OPAQUE
 
@@ -68,7 +69,7 @@ def _nms_shape(attrs, ins, outs):
     return ins, outs
 
 
-register_once("non_max_suppression", doc="ONNX NonMaxSuppression: per batch and class, greedily "
+defs.op_once("non_max_suppression", doc="ONNX NonMaxSuppression: per batch and class, greedily "
               "keep the best-scoring boxes whose IoU with every kept box is <= iou_threshold. "
               "Output int64 (num_selected, 3), known only at run time.",
               inputs=("boxes", "scores"),
@@ -139,7 +140,7 @@ def _roi_shape(attrs, ins, outs):
     return new_ins, [(rois[0], x[1], attrs["output_height"], attrs["output_width"])]
 
 
-register_once("roi_align", doc="ONNX RoiAlign: bilinear average (or max) pooling of each region "
+defs.op_once("roi_align", doc="ONNX RoiAlign: bilinear average (or max) pooling of each region "
               "of interest (x1, y1, x2, y2) into output_height x output_width bins.",
               inputs=("data", "rois", "batch_indices"),
               params=[Param("mode", "str", "avg", "avg or max", ("avg", "max")),
@@ -174,7 +175,7 @@ def _max_roi_pool_ref(attrs, x, rois):
     return out
 
 
-register_once("max_roi_pool", doc="ONNX MaxRoiPool: max over each bin of each region of "
+defs.op_once("max_roi_pool", doc="ONNX MaxRoiPool: max over each bin of each region of "
               "interest (batch, x1, y1, x2, y2); empty bins give 0.", inputs=("data", "rois"),
               params=[Param("pooled_shape", "ints", doc="(height, width)"),
                       Param("spatial_scale", "float", 1.0, "roi -> feature map scale")],

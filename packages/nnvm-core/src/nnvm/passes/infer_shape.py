@@ -6,9 +6,11 @@ import math
 
 from ..errors import ShapeError, format_error
 from ..ir import Graph
-from ..pass_manager import register_pass
+from ..pass_manager import PassSet
 from ..params import Param, parse_value
 from .infer_engine import infer_attr
+
+PASSES = PassSet()
 
 _SHAPE = Param("shape", "ints")
 
@@ -36,7 +38,7 @@ def _bounded(shape: tuple[int, ...], where: str) -> None:
                                           "or size inputs (scales, repeats, shape values)"))
 
 
-@register_pass("InferShape", provides=("shape", "shape_num_unknown_nodes"), analysis=True,
+@PASSES.define("InferShape", provides=("shape", "shape_num_unknown_nodes"), analysis=True,
                opt_level=0)
 def infer_shape(graph: Graph) -> Graph:
     """Infer the shape of every entry (forward and backward sweeps).

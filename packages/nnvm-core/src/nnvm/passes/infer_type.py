@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from ..errors import TypeInferenceError
 from ..ir import Graph
-from ..pass_manager import register_pass
+from ..pass_manager import PassSet
 from ..params import Param, parse_value
 from ..serialization.graph_json import TYPE_FLAGS
 from .infer_engine import infer_attr
+
+PASSES = PassSet()
 
 _DTYPE = Param("dtype", "dtype")
 
@@ -30,7 +32,7 @@ def same_type(attrs, ins, outs):
     return [known] * len(ins), [known] * len(outs)
 
 
-@register_pass("InferType", provides=("dtype", "dtype_num_unknown_nodes"), analysis=True,
+@PASSES.define("InferType", provides=("dtype", "dtype_num_unknown_nodes"), analysis=True,
                opt_level=0)
 def infer_type(graph: Graph) -> Graph:
     """Infer the dtype (a name such as ``float32``) of every entry.

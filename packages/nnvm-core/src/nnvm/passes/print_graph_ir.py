@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..ir import Graph
-from ..pass_manager import register_pass
+from ..pass_manager import PassSet
 from ..params import to_string
+
+PASSES = PassSet()
 
 
 def print_graph_ir(graph: Graph, join_entry_attrs: Sequence[str] = (),
@@ -52,7 +54,7 @@ def print_graph_ir(graph: Graph, join_entry_attrs: Sequence[str] = (),
     return "\n".join(lines)
 
 
-@register_pass("PrintGraphIR", provides=("graphir",))
+@PASSES.define("PrintGraphIR", provides=("graphir",))
 def print_graph_ir_pass(graph: Graph) -> Graph:
     """Store the text IR in graph attribute ``graphir``; ``join_entry_attrs`` and
     ``join_node_attrs`` (lists of attribute names) choose what is printed with each node."""
