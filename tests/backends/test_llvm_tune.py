@@ -177,3 +177,28 @@ def test_non_llvm_target_and_bad_trials_are_refused():
         tune(y, "reference", trials=2, shape=SHAPE, params=params)
     with pytest.raises(nnvm.NNVMError, match="trials must be at least 1"):
         tune(y, trials=0, shape=SHAPE, params=params)
+
+
+def test_cli_tunes_a_graph_json_into_its_log(tmp_path, capsys, monkeypatch):
+    """``nnvm tune`` as the llvm plugin registers it (``add_cli_commands``)."""
+    import argparse
+
+    from nnvm.compiler import save_param_dict
+    from nnvm.graph import Graph
+    from nnvm.serialization.graph_json import save_json
+    from nnvm_llvm.tuning.cli import add_cli_commands
+
+    monkeypatch.setenv("NNVM_CACHE_DIR", str(tmp_path / "cache"))
+    y, params = _model()
+    (tmp_path / "m.json").write_text(save_json(Graph(y.outputs)))
+    (tmp_path / "m.params").write_bytes(save_param_dict(params))
+    parser = argparse.ArgumentParser()
+    add_cli_commands(parser.add_subparsers(dest="command"))
+    log = tmp_path / "cli.jsonl"
+    args = parser.parse_args(["tune", str(tmp_path / "m.json"), "--params",
+                              str(tmp_path / "m.params"), "--shape", "x=1,8,12,12",
+                              "--trials", "2", "--threads", "1", "--log", str(log)])
+    assert args.func(args) == 0
+    out = capsys.readouterr().out
+    assert "settings measured" in out and str(log) in out
+    assert {r["kind"] for r in read_log(str(log))} >= {"conv2d", "dense"}

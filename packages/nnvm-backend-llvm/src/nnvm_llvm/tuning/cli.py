@@ -36,6 +36,7 @@ def add_cli_commands(subparsers) -> None:
     p.add_argument("--shape", action="append", metavar="NAME=D1,D2,...",
                    help="input shape (repeatable)")
     p.add_argument("--dtype", default="float32", help="input dtype (default float32)")
+    p.add_argument("--params", default=None, help="param dict file for a graph .json")
     p.add_argument("--opt-level", type=int, default=2, help="graph optimisation level")
     p.set_defaults(func=_cmd_tune)
 
@@ -47,7 +48,7 @@ def _cmd_tune(args) -> int:
 
     result = tune(args.model, args.target, trials=args.trials, log=args.log,
                   budget=args.budget, threads=args.threads, shape=parse_shapes(args.shape),
-                  dtype=args.dtype, opt_level=args.opt_level)
+                  dtype=args.dtype, opt_level=args.opt_level, params_path=args.params)
     print(f"{'kernel':<40} {'kind':<9} {'new':>4} {'old':>4} {'heuristic us':>13} "
           f"{'best us':>9} {'speedup':>8}")
     for k in result.kernels:

@@ -27,7 +27,7 @@ from ..runtime.executor import _ffi, load_library
 
 #: relative error (to the largest output magnitude) a candidate's outputs may have
 VERIFY_RTOL = 1e-4
-#: seconds one timing repeat aims at (calls are batched until a repeat lasts this long)
+#: seconds one timing repeat of a candidate aims at (its calls are batched to last this long)
 REPEAT_SECONDS = 0.01
 
 
@@ -85,17 +85,22 @@ def compile_round(kernel: Kernel, tgt, candidates: list[dict]):
 
 
 def run_round(kernel: Kernel, lib, candidates: list[dict], errors: dict, threads: int,
-              repeats: int = 3) -> list[tuple[float | None, str | None]]:
-    """``(seconds or None, error or None)`` per candidate; the pool runs ``threads``."""
+              repeats: int = 5) -> list[tuple[float | None, str | None]]:
+    """``(seconds or None, error or None)`` per candidate; the pool runs ``threads``.
+
+    Every candidate is verified first; then the timing repeats go round the candidates
+    (candidate 1, 2, ..., then again), each keeping its minimum, so a burst of load on a
+    shared machine slows one repeat of every candidate instead of all repeats of one."""
     config = lib["nnvm_runtime_config"]
     config(int(threads))
     tvm_ffi = _ffi()
     args = [tvm_ffi.from_dlpack(a) for a in kernel.arrays]
-    results: list[tuple[float | None, str | None]] = []
+    results: dict[int, tuple[float | None, str | None]] = {}
     try:
+        timed = {}
         for i in range(len(candidates)):
             if i in errors:
-                results.append((None, errors[i]))
+                results[i] = (None, errors[i])
                 continue
             fn = lib[f"cand{i}"]
             for out in kernel.outputs():
@@ -103,12 +108,20 @@ def run_round(kernel: Kernel, lib, candidates: list[dict], errors: dict, threads
             fn(*args)
             bad = _mismatch(kernel)
             if bad:
-                results.append((None, bad))
-                continue
-            results.append((_time(fn, args, repeats), None))
+                results[i] = (None, bad)
+            else:
+                timed[i] = (fn, _calls_per_repeat(fn, args))
+        best = {i: float("inf") for i in timed}
+        for _ in range(repeats):
+            for i, (fn, number) in timed.items():
+                t0 = time.perf_counter()
+                for _ in range(number):
+                    fn(*args)
+                best[i] = min(best[i], (time.perf_counter() - t0) / number)
+        results.update({i: (t, None) for i, t in best.items()})
     finally:
         config(1)  # join the workers before the library can be unloaded
-    return results
+    return [results[i] for i in range(len(candidates))]
 
 
 def _mismatch(kernel: Kernel) -> str | None:
@@ -130,16 +143,9 @@ def _mismatch(kernel: Kernel) -> str | None:
     return None
 
 
-def _time(fn, args, repeats: int) -> float:
-    """Seconds per call: the minimum over ``repeats`` batches of calls."""
+def _calls_per_repeat(fn, args) -> int:
+    """Calls in one timing repeat: enough to last ``REPEAT_SECONDS`` (1 to 1000)."""
     t0 = time.perf_counter()
     fn(*args)
     one = max(time.perf_counter() - t0, 1e-7)
-    number = max(1, min(1000, int(REPEAT_SECONDS / one)))
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(number):
-            fn(*args)
-        best = min(best, (time.perf_counter() - t0) / number)
-    return best
+    return max(1, min(1000, int(REPEAT_SECONDS / one)))

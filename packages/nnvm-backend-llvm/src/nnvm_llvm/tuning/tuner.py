@@ -62,7 +62,7 @@ class TuneResult:
         return sum(k.measured for k in self.kernels)
 
 
-def _prepare(model, shape, dtype, params, opt_level):
+def _prepare(model, shape, dtype, params, opt_level, params_path=None):
     """``(optimised graph, params)`` exactly as ``nnvm.compiler.build`` makes them, so the
     kernels measured are the kernels ``build`` looks up."""
     from nnvm.compiler.build_module import optimize
@@ -70,7 +70,7 @@ def _prepare(model, shape, dtype, params, opt_level):
     if isinstance(model, (str, os.PathLike)):
         from nnvm.cli import load_model
 
-        graph, loaded = load_model(os.fspath(model), dict(shape or {}), dtype, None,
+        graph, loaded = load_model(os.fspath(model), dict(shape or {}), dtype, params_path,
                                    lambda _msg: None)
         params = {**loaded, **(params or {})}
     else:
@@ -83,7 +83,7 @@ def _prepare(model, shape, dtype, params, opt_level):
 def tune(model, target: str = "llvm", *, trials: int = 16, log: str | None = None,
          budget: float | None = None, threads: int | None = None, shape: dict | None = None,
          dtype="float32", params: dict | None = None, opt_level: int = 2,
-         seed: int = 0) -> TuneResult:
+         seed: int = 0, params_path: str | None = None) -> TuneResult:
     """Tune every kernel of ``model`` (a Graph/Symbol, or a model file path) for ``target``.
 
     Args:
@@ -97,6 +97,8 @@ def tune(model, target: str = "llvm", *, trials: int = 16, log: str | None = Non
             ``TVM_NUM_THREADS``, else every CPU).
         shape, dtype, params, opt_level: as for ``nnvm.compiler.build``.
         seed: the random settings' seed.
+        params_path: a param dict file for a graph ``.json`` model (``nnvm compile``'s
+            ``--params``).
 
     Returns:
         A :class:`TuneResult` (per kernel: records measured, heuristic and best times).
@@ -121,7 +123,7 @@ def tune(model, target: str = "llvm", *, trials: int = 16, log: str | None = Non
     t0 = time.perf_counter()
     deadline = t0 + budget if budget else None
     log = log or records.default_log()
-    graph, params = _prepare(model, shape, dtype, params, opt_level)
+    graph, params = _prepare(model, shape, dtype, params, opt_level, params_path)
     tgt = tvm_target(tgt_spec)
     lanes = vector_lanes(tgt)
     threads = int(threads or tgt_spec.get("num-threads") or os.environ.get("TVM_NUM_THREADS")
