@@ -697,6 +697,8 @@ def kind_of(node) -> str:
     """The schedule template a group mastered by ``node`` uses."""
     if node.op.name == "conv2d":
         return _lowering_kind_of_conv(node.attrs)
+    if node.op.name == "conv_integer":
+        return lowering_quant.conv_kind(node.attrs)
     rule = LOWERINGS.get(node.op.name)
     return rule.kind if rule is not None else "injective"
 
@@ -706,4 +708,4 @@ def packed_input_shape(layout: str, shape, block: int) -> tuple:
 
 
 # the ONNX-family rules live next door; importing them registers them here
-from . import lowering_math, lowering_nn, lowering_transform  # noqa: E402,F401
+from . import lowering_math, lowering_nn, lowering_quant, lowering_transform  # noqa: E402,F401

@@ -1,0 +1,239 @@
+"""Lowering rules of the integer quantisation ops: ``dynamic_quantize_linear``,
+``matmul_integer``, ``conv_integer``, ``quantize_linear`` and ``dequantize_linear``.
+
+Why: onnxruntime's quantisation tool writes models (ddddocr's captcha OCR among them) whose
+every conv and linear layer is ``DynamicQuantizeLinear -> ConvInteger / MatMulInteger``; on
+the NumPy reference kernels that model ran at 80x onnxruntime with 123 host steps.
+
+The integer products reuse the float templates' compute shapes, so no schedule knows about
+them: ``matmul_integer`` with a 2-D weight param is the packed ``anchor_dense`` GEMM (weight
+panels packed at load, layout ``matmul``), ``conv_integer`` in 2-D is ``lowering``'s conv2d
+rule (``anchor_conv2d`` with ``OIHW{bn}o`` weights, the padding kept as its ``pad_`` stage)
+on the zero-point-shifted operands. The operands are widened to int32 and shifted by their
+zero points inside the loop; products of two 8-bit values summed in int32 are exact, as
+onnxruntime's and the reference's. Padding is applied after the shift, so a padded element
+contributes 0: the input's zero point, as onnxruntime's im2col pads.
+
+``dynamic_quantize_linear`` follows onnxruntime bit for bit: range and scale in float32
+(``(max(0, max x) - min(0, min x)) / 255``), zero point ``rint(-min / scale)`` clamped to
+[0, 255], then ``saturate(rint(x / scale) + zero point)`` with a true division (a multiply
+by ``1 / scale`` differs in the last bit on a few inputs per thousand); an all-zero input
+gets scale 1, as onnxruntime gives it.
+"""
+
+from __future__ import annotations
+
+import tvm
+from tvm import te, topi
+
+from .lowering import _const, _conv2d, conv_block, register
+from .lowering_nn import _conv_nd, _spatial
+
+def _scalar(t):
+    """The one element of a 0-d or 1-element tensor (zero points, scales)."""
+    return t[tuple(0 for _ in t.shape)]
+
+
+def _is_scalar(t) -> bool:
+    n = 1
+    for d in t.shape:
+        n *= int(d)
+    return n == 1
+
+
+def _wide(v):
+    return v.astype("int32")
+
+
+# -- dynamic_quantize_linear --------------------------------------------------------------------
+
+def _dql_supports(attrs, shapes):
+    x = shapes[0] if shapes else None
+    if x is None:
+        return "dynamic_quantize_linear of unknown shape"
+    return None
+
+
+@register("dynamic_quantize_linear", "injective", supports=_dql_supports)
+def _dynamic_quantize_linear(attrs, ins, outs, ctx):
+    x = ins[0]
+    f32 = "float32"
+    axes = [te.reduce_axis((0, int(d)), f"r{i}") for i, d in enumerate(x.shape)]
+    lo = te.compute((), lambda: te.min(x[tuple(axes)].astype(f32), axis=axes),
+                    name=ctx.name + "_min")
+    axes2 = [te.reduce_axis((0, int(d)), f"q{i}") for i, d in enumerate(x.shape)]
+    hi = te.compute((), lambda: te.max(x[tuple(axes2)].astype(f32), axis=axes2),
+                    name=ctx.name + "_max")
+    zero, top = _const(0, f32), _const(255, f32)
+
+    def scale_of():
+        lo_, hi_ = te.min(lo[()], zero), te.max(hi[()], zero)
+        return tvm.tirx.Select(hi_ == lo_, _const(1, f32), (hi_ - lo_) / top)
+
+    scale = te.compute((), scale_of, name=ctx.name + "_scale")
+    zp = te.compute((), lambda: te.min(te.max(te.nearbyint(
+        zero - te.min(lo[()], zero) / scale[()]), zero), top).astype("uint8"),
+        name=ctx.name + "_zp")
+
+    def quant(*i):
+        # reads the zero point output, not its formula: inlined, it would be a division
+        # per element
+        q = te.nearbyint(x[i].astype(f32) / scale[()]) + zp[()].astype(f32)
+        return te.min(te.max(q, zero), top).astype("uint8")
+
+    y = te.compute(x.shape, quant, name=ctx.name)
+    return [y, scale, zp]
+
+
+# -- matmul_integer -----------------------------------------------------------------------------
+
+def _mm_supports(attrs, shapes):
+    a, b = shapes[0], shapes[1]
+    if a is None or b is None:
+        return "matmul_integer of unknown shape"
+    if len(a) < 2 or len(b) < 2:
+        return "matmul_integer with a 1-D operand (llvm lowers matrices)"
+    azp, bzp = shapes[2], shapes[3]
+    n_azp = 1 if azp is None else _prod(azp)
+    if n_azp != 1 and (len(a) != 2 or n_azp != a[0]):
+        return f"a_zero_point of shape {azp} (llvm lowers a scalar or per-row one on 2-D a)"
+    if bzp is not None and _prod(bzp) not in (1, b[-1]):
+        return f"b_zero_point of shape {bzp} (llvm lowers a scalar or per-column one)"
+    return None
+
+
+def _prod(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
+def _mm_pack(attrs, shapes, ctx):
+    from .gemm import gemm_block  # gemm imports lowering, which imports this module
+
+    a, b = shapes[0], shapes[1]
+    if a is None or b is None or len(b) != 2 or len(a) < 2:
+        return {}
+    bn = gemm_block(int(b[1]), ctx.vector_lanes)
+    return {1: ("matmul", bn)} if bn > 1 else {}
+
+
+def _zero_point(zp, n: int):
+    """``f(index) -> int32`` reading a scalar or per-element zero point; indices past ``n``
+    (the zero-padded columns of a packed panel) read the last one."""
+    if _is_scalar(zp):
+        return lambda i: _wide(_scalar(zp))
+    return lambda i: _wide(zp[te.min(i, n - 1)])
+
+
+@register("matmul_integer", "dense", pack=_mm_pack, supports=_mm_supports)
+def _matmul_integer(attrs, ins, outs, ctx):
+    """Packed weight (2-D param): ``anchor_dense`` over the panels. Otherwise a batched
+    ``anchor_matmul`` (both operands activations, numpy batch broadcasting)."""
+    a, b, azp, bzp = ins
+    out_shape = outs[0][0]
+    k_dim = int(a.shape[-1])
+    k = te.reduce_axis((0, k_dim), "k")
+    n = int(out_shape[-1])
+    b_zp = _zero_point(bzp, n)
+    if 1 in ctx.packed:
+        bn = ctx.packed[1][1]
+        rows = _prod(a.shape[:-1])
+        a2 = topi.reshape(a, (rows, k_dim)) if len(a.shape) != 2 else a
+        a_zp = _zero_point(azp, rows)
+        n_pad = int(b.shape[0]) * bn
+        y = te.compute((rows, n_pad), lambda i, j: te.sum(
+            (_wide(a2[i, k]) - a_zp(i)) * (_wide(b[j // bn, k, j % bn]) - b_zp(j)), axis=k),
+            name="anchor_dense")
+        if n_pad != n or tuple(out_shape) != (rows, n):
+            y = te.compute(out_shape, lambda *i: y[(_flat_row(i[:-1], out_shape), i[-1])],
+                           name=ctx.name + "_unpad")
+        return y
+    nb = len(out_shape) - 2
+    a_zp = _zero_point(azp, int(a.shape[-2]))
+
+    def batch(t, idx):
+        off = nb - (len(t.shape) - 2)
+        return tuple(0 if int(t.shape[d]) == 1 else idx[d + off] for d in range(len(t.shape) - 2))
+
+    def body(*idx):
+        i, j = idx[-2], idx[-1]
+        return te.sum((_wide(a[batch(a, idx) + (i, k)]) - a_zp(i)) *
+                      (_wide(b[batch(b, idx) + (k, j)]) - b_zp(j)), axis=k)
+    return te.compute(out_shape, body, name="anchor_matmul")
+
+
+def _flat_row(lead, shape):
+    """Row of the flattened ``(rows, N)`` GEMM for the leading indices ``lead``."""
+    row = lead[0] if lead else 0
+    for d, v in enumerate(lead[1:], start=1):
+        row = row * int(shape[d]) + v
+    return row
+
+
+# -- conv_integer -------------------------------------------------------------------------------
+
+def _conv_int_supports(attrs, shapes):
+    x, w = shapes[0], shapes[1]
+    if x is None or w is None:
+        return "conv_integer of unknown shape"
+    if shapes[2] is not None and _prod(shapes[2]) != 1:
+        return f"x_zero_point of shape {shapes[2]} (ONNX allows a scalar only)"
+    return None
+
+
+def _conv_int_pack(attrs, shapes, ctx):
+    w = shapes[1]
+    if w is None or len(w) != 4 or int(attrs.get("groups", 1)) != 1:
+        return {}
+    bn = conv_block(int(w[0]), ctx.vector_lanes)
+    return {1: ("conv2d", bn)} if bn > 1 else {}
+
+
+def _conv2d_attrs(attrs, w_shape):
+    pads = _spatial(attrs, "pads", 4, 0)
+    return {"kernel_size": tuple(int(d) for d in w_shape[2:]),
+            "strides": _spatial(attrs, "strides", 2, 1),
+            "dilation": _spatial(attrs, "dilations", 2, 1),
+            "padding": (pads[0], pads[1], pads[2], pads[3]),
+            "groups": int(attrs.get("groups", 1)), "channels": int(w_shape[0]),
+            "layout": "NCHW", "kernel_layout": "OIHW"}
+
+
+@register("conv_integer", "conv2d", pack=_conv_int_pack, supports=_conv_int_supports)
+def _conv_integer(attrs, ins, outs, ctx):
+    """2-D: lowering's conv2d rule (packed weights, the ``conv2d`` template) on int32
+    operands shifted by their zero points; other ranks: the N-d rule."""
+    x, w, xzp, wzp = ins
+    (out_shape, _dtype), = outs
+    oc = int(out_shape[1])
+    x_zp = _wide(_scalar(xzp))
+    xs = te.compute(x.shape, lambda *i: _wide(x[i]) - x_zp, name=ctx.name + "_xs")
+    w_zp = _zero_point(wzp, oc)
+    if 1 in ctx.packed:
+        bn = ctx.packed[1][1]
+        ws = te.compute(w.shape, lambda o, c, h, v, b: _wide(w[o, c, h, v, b]) - w_zp(o * bn + b),
+                        name=ctx.name + "_ws")
+    else:
+        ws = te.compute(w.shape, lambda o, *r: _wide(w[(o,) + r]) - w_zp(o),
+                        name=ctx.name + "_ws")
+    if len(x.shape) == 4:
+        return _conv2d(_conv2d_attrs(attrs, _logical_w_shape(w, ctx, oc)), [xs, ws], outs, ctx)
+    nsp = len(out_shape) - 2
+    pads = _spatial(attrs, "pads", 2 * nsp, 0)
+    return _conv_nd(xs, ws, None, _spatial(attrs, "strides", nsp, 1), pads[:nsp],
+                    _spatial(attrs, "dilations", nsp, 1), int(attrs.get("groups", 1)),
+                    out_shape, "int32", ctx.name)
+
+
+def _logical_w_shape(w, ctx, oc: int) -> tuple:
+    """``(OC, IC, KH, KW)`` of the weight, whether it arrives packed or not."""
+    if 1 in ctx.packed:
+        return (oc,) + tuple(int(d) for d in w.shape[1:4])
+    return tuple(int(d) for d in w.shape)
+
+
+def conv_kind(attrs) -> str:
+    """Template of a ``conv_integer`` group: grouped ones are not the blocked conv2d."""
+    return "conv2d" if int(attrs.get("groups", 1)) == 1 else "depthwise"
