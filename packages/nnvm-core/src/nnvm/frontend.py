@@ -14,7 +14,7 @@ _PACKAGES = {"onnx": "nnvm-frontend-onnx"}
 
 
 class Frontend(Protocol):
-    """What a frontend plugin provides (see ``hookspecs.nnvm_register_frontends``)."""
+    """What a frontend plugin provides (see ``hookspecs.nnvm_frontends``)."""
 
     name: str
     extensions: tuple[str, ...]

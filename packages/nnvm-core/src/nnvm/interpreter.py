@@ -50,7 +50,8 @@ class Interpreter:
         if missing:
             raise UnsupportedOpError(format_error(
                 "reference target", "no NumPy reference kernel (FReference)",
-                fix=f"for {', '.join(missing[:5])}; register one with set_op_attr"))
+                fix=f"for {', '.join(missing[:5])}; a plugin adds one by returning "
+                    "OpAttrDef(op, 'FReference', kernel) from its nnvm_ops hook"))
         self._uses = uses
 
     def run(self, feed: Mapping[str, Any]) -> list[np.ndarray]:

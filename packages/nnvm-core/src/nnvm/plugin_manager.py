@@ -6,10 +6,18 @@ names, and ``get_backend("llvm")`` the entry point named after the target, so ru
 artifact imports no frontend, pass or unrelated backend package. ``load()`` is the full
 discovery (every entry point): lookups (``find``) fall back to it on a miss, and every
 registry-wide question (listing ops, passes or targets, ``plugins()``) starts with it, so what
-users see is unchanged except import cost. A plugin that fails to import is recorded as
-unavailable with the reason, never raised at discovery. Availability (device probes, toolchains: pyopencl, CuPy, nvcc) is asked
-for only when ``plugins()`` reports it, so building for ``reference`` probes no hardware. ``NNVM_DISABLE_PLUGIN_AUTOLOAD=1`` loads only core (plus the names in
-``NNVM_PLUGINS``, comma-separated); ``NNVM_TRACE_PLUGINS=1`` prints every hook call.
+users see is unchanged except import cost.
+
+Registering a plugin calls its record hooks (``nnvm_ops``, ``nnvm_passes``, ``nnvm_targets``,
+``nnvm_frontends``; the deprecated ``nnvm_register_*`` ones through ``_LegacyRegistry``),
+checks every record, then adds them all credited to the plugin's name. A plugin that fails to
+import is recorded as unavailable with the reason; one whose hooks raise, return the wrong
+items, clash with registered names or are not nnvm hooks (a typo) is recorded as broken, with
+the fix, and unregistered. Neither is raised at discovery; only core's own failure is.
+Availability (device probes, toolchains: pyopencl, CuPy, nvcc) is asked for only when
+``plugins()`` reports it, so building for ``reference`` probes no hardware.
+``NNVM_DISABLE_PLUGIN_AUTOLOAD=1`` loads only core (plus the names in ``NNVM_PLUGINS``,
+comma-separated); ``NNVM_TRACE_PLUGINS=1`` prints every hook call.
 """
 
 from __future__ import annotations
@@ -120,7 +128,7 @@ def find_backend(kind: str) -> Any:
 
 
 def providers_of(op_names, target: str) -> list[str]:
-    """The plugins an artifact needs to run: those that registered the ops ``op_names`` or set
+    """The plugins an artifact needs to run: those that provided the ops ``op_names`` or set
     any of their attributes (a plugin may override a core op's kernel), and the one that
     provides ``target``'s backend (its first word). Recorded in the manifest at export."""
     from . import op
@@ -177,7 +185,8 @@ def _register_entry_points(wanted) -> None:
 
 
 def register_plugin(module: Any, name: str) -> None:
-    """Register a plugin object at run time (tests, notebooks): its hooks run immediately."""
+    """Register a plugin object at run time (tests, notebooks): its hooks run immediately; a
+    broken one is reported by ``plugins()``, never raised."""
     load()
     pm: pluggy.PluginManager = _state["pm"]
     if pm.get_plugin(name) is not None:
@@ -189,6 +198,9 @@ def register_plugin(module: Any, name: str) -> None:
 
 
 def _call(pm, hook_name: str, plugin_name: str, **kwargs) -> Any:
+    """``plugin_name``'s implementation of ``hook_name`` (None if it has none). Why one
+    plugin at a time: plugins are activated incrementally (two-step loading), and each result
+    must be credited to the ``HookImpl.plugin_name`` pluggy reports for it."""
     hook = getattr(pm.hook, hook_name)
     for impl in hook.get_hookimpls():
         if impl.plugin_name == plugin_name:
@@ -289,6 +301,7 @@ def _register_from(pm, name: str) -> None:
     except NNVMError as exc:  # PluginError, or a pass name taken
         if name == "nnvm":
             raise  # core itself is broken: never hide that
+        pm.unregister(name=name)  # isolated: none of its hooks (CLI commands, info) runs
         _set_broken(name, str(exc), "")
         return
     op.register_records(records["ops"], name)
