@@ -26,9 +26,10 @@ F, I64 = TensorProto.FLOAT, TensorProto.INT64
 TARGETS = ["reference", "llvm", "opencl"]
 
 
-def _nonzero_model():
+def _nonzero_model(overridable_threshold: bool = False):
     """Static head (relu, scale), then NonZero -> Gather -> CumSum: one static output and two
-    whose length is the number of elements above a threshold."""
+    whose length is the number of elements above a threshold (an initializer, optionally
+    also listed as a graph input: an overridable default)."""
     nodes = [helper.make_node("Relu", ["x"], ["r"]),
              helper.make_node("Mul", ["r", "two"], ["scaled"]),
              helper.make_node("Greater", ["r", "th"], ["mask"]),
@@ -37,7 +38,10 @@ def _nonzero_model():
              helper.make_node("CumSum", ["picked", "one"], ["running"])]
     inits = [helper.make_tensor("th", F, [], [0.3]), helper.make_tensor("two", F, [], [2.0]),
              helper.make_tensor("one", I64, [], [1])]
-    return make_model(nodes, [helper.make_tensor_value_info("x", F, [24])],
+    inputs = [helper.make_tensor_value_info("x", F, [24])]
+    if overridable_threshold:
+        inputs.append(helper.make_tensor_value_info("th", F, []))
+    return make_model(nodes, inputs,
                       [helper.make_tensor_value_info("running", F, [1, None]),
                        helper.make_tensor_value_info("scaled", F, [24]),
                        helper.make_tensor_value_info("picked", F, [1, None])], inits)
@@ -199,3 +203,21 @@ def test_tools_that_run_only_compiled_steps_name_the_host_tail():
     lib, _ = _build("nonzero", "llvm")
     with pytest.raises(nnvm.NNVMError, match=r"nnvm export-c.*'find'.*Python runtime"):
         check_host_tail_free(lib, "nnvm export-c")
+
+
+def test_overridable_default_survives_export_and_can_be_fed(tmp_path):
+    """An initializer listed as a graph input feeds the static part; its default is bound on
+    the whole module, travels with the artifact, and a fed value overrides it."""
+    _require("llvm")
+    model = _nonzero_model(overridable_threshold=True)
+    x = _feeds()["nonzero"]["x"]
+    graph, params = nnvm.frontend.from_onnx(model, shape={"x": x.shape})
+    lib = nnvm.compiler.build(graph, target="llvm", shape={"x": x.shape}, params=params)
+    art = tmp_path / "m.nnvm"
+    lib.export(str(art))
+    loaded = nnvm.runtime.load(str(art))
+    for module in (lib, loaded):
+        assert module.input_names == ["x"]
+        _assert_matches(module.run(x=x), ort_run(model, {"x": x}))
+        th = np.array(-0.5, "float32")
+        _assert_matches(module.run(x=x, th=th), ort_run(model, {"x": x, "th": th}))

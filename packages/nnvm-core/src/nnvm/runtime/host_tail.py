@@ -101,11 +101,18 @@ class HostTailModule(Module):
                 json.dumps(structure)
         members = {WIRING: json.dumps(wiring).encode(),
                    TAIL_GRAPH: self.tail.graph.json().encode("utf-8"),
-                   TAIL_PARAMS: save_param_dict(self.tail.params)}
+                   TAIL_PARAMS: save_param_dict(self._tail_params())}
         sub = subgraph_params(self.tail.graph)
         if sub:
             members[TAIL_SUBGRAPH_PARAMS] = save_param_dict(sub)
         return members
+
+
+    def _tail_params(self) -> dict:
+        """The tail's params plus the bound values of model inputs it reads directly."""
+        fed = {name: self.params[key] for name, (source, key) in
+               self.wiring["tail_inputs"].items() if source == "feed" and key in self.params}
+        return {**self.tail.params, **fed}
 
 
 class _ExportView:
@@ -116,6 +123,18 @@ class _ExportView:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._module.static, name)
+
+    @property
+    def params(self) -> dict:
+        """The static part's params as bound on the whole module (overridable defaults that
+        ``build`` binds on the whole module included, so they travel with the file)."""
+        static = self._module.static
+        bound = self._module.params
+        return {**static.params, **{k: v for k, v in bound.items() if k in static.input_shapes}}
+
+    @property
+    def input_names(self) -> list[str]:
+        return [n for n in self._module.static.input_names if n not in self.params]
 
     def _artifact_members(self) -> dict[str, bytes]:
         return {**self._module.static._artifact_members(), **self._module.tail_members()}
