@@ -183,7 +183,7 @@ def _inplace_cast_op() -> str:
     """A cast that declares FInplaceOption, to exercise the dtype-width rule (NNVM's cast
     has none). Registered once, under a name no real op uses."""
     from nnvm.errors import OpNotFoundError
-    from nnvm.op import get_op, register_op
+    from nnvm.op import OpPattern, get_op, register_op
     from nnvm.params import Param
 
     name = "_test_inplace_cast"
@@ -195,7 +195,7 @@ def _inplace_cast_op() -> str:
                     shape=lambda attrs, ins, outs: (ins, [ins[0]]),
                     dtype=lambda attrs, ins, outs: (ins, [attrs["dtype"]]),
                     reference=lambda attrs, x: x.astype(attrs["dtype"]),
-                    inplace=lambda attrs: [(0, 0)])
+                    inplace=lambda attrs: [(0, 0)], pattern=OpPattern.ELEMWISE)
     return name
 
 
