@@ -199,6 +199,17 @@ def test_static_shapes_true_still_refuses_with_the_node_named():
     assert info.value.inputs == ("x",)
 
 
+def test_op_needing_a_run_time_shape_names_the_data_dependent_op():
+    """ONNX Shape of a NonZero result needs a shape that exists only at run time: the error
+    names the NonZero node it follows from, not just the graph input."""
+    nodes = [helper.make_node("NonZero", ["x"], ["nz"], name="find"),
+             helper.make_node("Shape", ["nz"], ["s"], name="count")]
+    model = make_model(nodes, [helper.make_tensor_value_info("x", F, [6])],
+                       [helper.make_tensor_value_info("s", I64, [2])])
+    with pytest.raises(NeedsConstantError, match=r"'count'.*depends on the data.*'find'"):
+        nnvm.frontend.from_onnx(model, shape={"x": (6,)})
+
+
 def test_tools_that_run_only_compiled_steps_name_the_host_tail():
     lib, _ = _build("nonzero", "llvm")
     with pytest.raises(nnvm.NNVMError, match=r"nnvm export-c.*'find'.*Python runtime"):

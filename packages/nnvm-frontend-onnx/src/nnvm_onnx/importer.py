@@ -443,6 +443,16 @@ class OnnxImporter:
                 fix="Pass concrete input shapes: from_onnx(model, shape={" +
                     ", ".join(f"'{i}': (...)" for i in dict.fromkeys(s[0] for s in symbolic))
                     + "})"), deps, symbolic)
+        origin = _data_dependent_origin(value) if shape else None
+        if origin is not None:
+            return NeedsConstantError(format_error(
+                ctx.where, f"needs {what} at import time, but that shape depends on the data: "
+                f"it follows from '{origin.name}' ({origin.op.name}), whose output shape is "
+                "known only at run time",
+                fix="Freeze the inputs that decide that shape (from_onnx(..., freeze="
+                    "{name: array})) if they are constant in your use; this op is not "
+                    "imported after a data-dependent one yet (ops that need only the rank "
+                    "are)"), deps, symbolic)
         names = ", ".join(f"'{d}'" for d in deps) or "(unknown)"
         return NeedsConstantError(format_error(
             ctx.where, f"needs {what} at import time, but it is computed from graph input(s) "
@@ -1012,6 +1022,25 @@ _BAD = re.compile(r"[^A-Za-z0-9_.:/\-]")
 
 def _sanitize(name: str) -> str:
     return _BAD.sub("_", name)
+
+
+def _data_dependent_origin(value) -> Node | None:
+    """The nearest op upstream of ``value`` (or a list of values) whose output shape depends
+    on data (``TDynamicShape``: NonZero, NonMaxSuppression...), or None."""
+    from nnvm.compiler.dynamic_region import is_dynamic_op
+
+    values = value if isinstance(value, list) else [value]
+    queue = [v.entry.node for v in values if getattr(v, "entry", None) is not None]
+    seen: set[int] = set()
+    while queue:
+        node = queue.pop(0)
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if is_dynamic_op(node):
+            return node
+        queue.extend(e.node for e in node.inputs)
+    return None
 
 
 def _inferred_ranks(model) -> dict[str, int]:
