@@ -15,6 +15,11 @@ schedule problem whatever the roof says). Printed per workload: achieved and att
 GFLOP/s and "x roof" = attainable / achieved (1.0 = on the roof, 2.0 = half of it); per class
 the worst and median "x roof" and how many are within 2x.
 
+"x cache" is the same against a cache-aware roof: the bandwidth a compiled stream of the same
+traffic reaches (``measure.cache_bandwidth``; never below DRAM's). A kernel timed on the same
+buffers over and over runs from cache when its data fit, so a small kernel can sit under the
+DRAM roof while still far from what the machine does with that many bytes; "x cache" shows it.
+
     python benchmarks/bench_roofline.py [--classes conv2d,gemv] [--max-per-class 12]
         [--threads 1,2] [--blocks 5] [--min-seconds 0.05] [--no-ort] [--no-extras]
         [--grid GRID.json] [--refresh-grid] [--json out.json] [--markdown out.md]
@@ -48,9 +53,9 @@ def describe(w: dict) -> str:
 
 
 def measure_workload(w: dict, threads: list[int], peaks: dict, bws: dict, blocks: int,
-                     seconds: float, with_ort: bool) -> list[dict]:
+                     seconds: float, with_ort: bool, curves: dict | None = None) -> list[dict]:
     """One row per thread count for workload ``w`` (a failed build or run is one row with
-    its status)."""
+    its status); ``curves``: the cache-level bandwidths (``measure.cache_bandwidth``)."""
     base = {"cls": w["cls"], "workload": describe(w), "models": w["models"][:3],
             "count": w["count"]}
     try:
@@ -86,6 +91,11 @@ def measure_workload(w: dict, threads: list[int], peaks: dict, bws: dict, blocks
             row["ort_ms"] = times["onnxruntime"] * 1e3
             row["vs_ort"] = times["nnvm"] / times["onnxruntime"]
         row.update(measure.roofline(work, nbytes, times["nnvm"], peaks[t], bws[t]))
+        if curves:
+            bw = measure.bandwidth_at(curves[t], nbytes, bws[t])
+            cached = measure.roofline(work, nbytes, times["nnvm"], peaks[t], bw)
+            row.update(cache_gbs=bw, attainable_cache_gflops=cached["attainable_gflops"],
+                       x_roofline_cache=cached["x_roofline"])
         if "ort_ms" in row:
             row["ort_x_roofline"] = measure.roofline(work, nbytes, times["onnxruntime"],
                                                      peaks[t], bws[t])["x_roofline"]
@@ -104,11 +114,16 @@ def summarise(rows: list[dict]) -> list[dict]:
         x = [r["x_roofline"] for r in ok]
         vs = [r["vs_ort"] for r in ok if "vs_ort" in r]
         worst = max(ok, key=lambda r: r["x_roofline"])
-        out.append({"cls": cls, "threads": t, "n": len(ok), "worst": max(x),
-                    "median": float(np.median(x)), "within": sum(v <= TARGET for v in x),
-                    "failed": sum(1 for r in rows if r["cls"] == cls and r["status"] != "ok"),
-                    "vs_ort_geomean": float(np.exp(np.mean(np.log(vs)))) if vs else None,
-                    "worst_workload": worst["workload"]})
+        s = {"cls": cls, "threads": t, "n": len(ok), "worst": max(x),
+             "median": float(np.median(x)), "within": sum(v <= TARGET for v in x),
+             "failed": sum(1 for r in rows if r["cls"] == cls and r["status"] != "ok"),
+             "vs_ort_geomean": float(np.exp(np.mean(np.log(vs)))) if vs else None,
+             "worst_workload": worst["workload"]}
+        xc = [r["x_roofline_cache"] for r in ok if "x_roofline_cache" in r]
+        if xc:
+            s.update(worst_cache=max(xc), median_cache=float(np.median(xc)),
+                     within_cache=sum(v <= TARGET for v in xc))
+        out.append(s)
     return out
 
 
@@ -118,20 +133,26 @@ def _cls_order(cls: str) -> int:
 
 def write_markdown(path: str, summary: list[dict], rows: list[dict], meta: dict) -> None:
     """The per-class table for the README, then the ten workloads farthest from the roof."""
-    lines = [f"Roofline: peak {meta['peak']}; bandwidth {meta['bandwidth']}; "
+    lines = [f"Roofline: peak {meta['peak']}; DRAM bandwidth {meta['bandwidth']}; "
+             f"cache-level bandwidth (traffic:GB/s) {meta['cache_bandwidth']}; "
              f"load average {meta['load_before']:.2f} -> {meta['load_after']:.2f}.", "",
              "| class | threads | workloads | worst x roof | median x roof | within 2x | "
-             "nnvm / ort (geomean) | worst workload |", "|---|---|---|---|---|---|---|---|"]
+             "worst x cache roof | within 2x (cache) | nnvm / ort (geomean) | worst workload |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for s in summary:
         vs = f"{s['vs_ort_geomean']:.2f}x" if s["vs_ort_geomean"] is not None else "-"
+        cache = (f"{s['worst_cache']:.1f}x | {s['within_cache']}/{s['n']}"
+                 if "worst_cache" in s else "- | -")
         lines.append(f"| {s['cls']} | {s['threads']} | {s['n']} | {s['worst']:.1f}x | "
-                     f"{s['median']:.1f}x | {s['within']}/{s['n']} | {vs} | "
+                     f"{s['median']:.1f}x | {s['within']}/{s['n']} | {cache} | {vs} | "
                      f"`{s['worst_workload']}` |")
-    lines += ["", "| worst | threads | x roof | ms | GFLOP/s | attainable | bound | nnvm / ort "
-              "| workload |", "|---|---|---|---|---|---|---|---|---|"]
+    lines += ["", "| worst | threads | x roof | x cache roof | ms | GFLOP/s | attainable | bound "
+              "| nnvm / ort | workload |", "|---|---|---|---|---|---|---|---|---|---|"]
     for i, r in enumerate(worst_rows(rows, 10), 1):
         vs = f"{r['vs_ort']:.2f}x" if "vs_ort" in r else "-"
-        lines.append(f"| {i} | {r['threads']} | {r['x_roofline']:.1f}x | {r['nnvm_ms']:.3f} | "
+        cache = f"{r['x_roofline_cache']:.1f}x" if "x_roofline_cache" in r else "-"
+        lines.append(f"| {i} | {r['threads']} | {r['x_roofline']:.1f}x | {cache} | "
+                     f"{r['nnvm_ms']:.3f} | "
                      f"{r['achieved_gflops']:.1f} | {r['attainable_gflops']:.1f} | {r['bound']} "
                      f"| {vs} | `{r['cls']}: {r['workload']}` |")
     with open(path, "w", encoding="utf-8") as f:
@@ -142,23 +163,25 @@ def worst_rows(rows: list[dict], n: int) -> list[dict]:
     return sorted((r for r in rows if r["status"] == "ok"), key=lambda r: -r["x_roofline"])[:n]
 
 
-def _print_row(r: dict) -> None:
+def _row_line(r: dict) -> str:
+    """One workload at one thread count; * marks a memory-bound roof."""
     if r["status"] != "ok":
-        print(f"{r['cls']:<17} {r['status']}  {r['workload']}", flush=True)
-        return
+        return f"{r['cls']:<17} {r['status']}  {r['workload']}"
     ort = f"{r['ort_ms']:>9.4f} {r['vs_ort']:>6.2f}" if "ort_ms" in r else f"{'-':>9} {'-':>6}"
     fb = f" [{r['fallbacks']} fallback]" if r["fallbacks"] else ""
     mem = "*" if r["bound"] == "memory" else " "
-    print(f"{r['cls']:<17} {r['threads']:>2} {r['flops'] / 1e6:>9.2f} {r['bytes'] / 1e6:>8.3f} "
-          f"{r['ai']:>6.2f} {r['nnvm_ms']:>9.4f} {ort} {r['achieved_gflops']:>8.2f} "
-          f"{r['attainable_gflops']:>8.2f} {r['x_roofline']:>6.2f}{mem}  {r['workload']}{fb}",
-          flush=True)
+    cache = f"{r['x_roofline_cache']:>7.2f}" if "x_roofline_cache" in r else f"{'-':>7}"
+    return (f"{r['cls']:<17} {r['threads']:>2} {r['flops'] / 1e6:>9.2f} {r['bytes'] / 1e6:>8.3f} "
+            f"{r['ai']:>6.2f} {r['nnvm_ms']:>9.4f} {ort} {r['achieved_gflops']:>8.2f} "
+            f"{r['attainable_gflops']:>8.2f} {r['x_roofline']:>6.2f}{mem} {cache}  "
+            f"{r['workload']}{fb}")
 
 
 def sweep(workloads: list[dict], threads: list[int], blocks: int = 5, seconds: float = 0.05,
-          with_ort: bool = True, log=print, stream_bytes: int = measure.STREAM_BYTES) -> dict:
+          with_ort: bool = True, log=print, stream_bytes: int = measure.STREAM_BYTES,
+          cache_traffic=measure.CACHE_TRAFFIC) -> dict:
     """Measure every workload at every thread count; the JSON document of the run
-    (``stream_bytes``: array size of the bandwidth measurement; smaller only in tests)."""
+    (``stream_bytes``, ``cache_traffic``: sizes of the bandwidth streams; smaller in tests)."""
     from nnvm.runtime.profiler import cpu_peak_gflops
 
     load0 = os.getloadavg()[0]
@@ -167,22 +190,27 @@ def sweep(workloads: list[dict], threads: list[int], blocks: int = 5, seconds: f
         peaks[t], how = cpu_peak_gflops(t)
         hows.append(f"{peaks[t]:.0f} GFLOP/s = {how}")
     bws, bw_how = measure.bandwidth(threads, stream_bytes)
+    curves = measure.cache_bandwidth(threads, bws, cache_traffic) if cache_traffic else None
+    for t in curves or ():  # streams beyond the last-level cache measure DRAM as well
+        bws[t] = max([bws[t]] + [g for n, g in curves[t] if n >= 64 << 20])
+        curves[t] = [(n, max(g, bws[t])) for n, g in curves[t]]
+    bw_text = ", ".join(f"{bws[t]:.1f} GB/s at {t}t" for t in threads) + f" ({bw_how})"
+    cache_text = "; ".join(f"{t}t " + " ".join(f"{n >> 10}K:{g:.0f}" for n, g in curves[t])
+                           for t in threads) if curves else "-"
     log(f"peak {'; '.join(hows)}")
-    log(f"bandwidth {', '.join(f'{bws[t]:.1f} GB/s at {t}t' for t in threads)} ({bw_how}); "
-        f"load average {load0:.2f}; {len(workloads)} workloads")
+    log(f"DRAM bandwidth {bw_text}; load average {load0:.2f}; {len(workloads)} workloads")
+    log(f"cache-level bandwidth, traffic:GB/s {cache_text}")
     log(f"{'class':<17} {'t':>2} {'MFLOP':>9} {'MB':>8} {'AI':>6} {'nnvm ms':>9} {'ort ms':>9} "
-        f"{'/ort':>6} {'GFLOP/s':>8} {'attain':>8} {'x roof':>6}  workload (* memory-bound)")
+        f"{'/ort':>6} {'GFLOP/s':>8} {'attain':>8} {'x roof':>7} {'x cache':>7}  workload")
     rows = []
     for w in workloads:
-        for r in measure_workload(w, threads, peaks, bws, blocks, seconds, with_ort):
+        for r in measure_workload(w, threads, peaks, bws, blocks, seconds, with_ort, curves):
             rows.append(r)
-            if log is print:
-                _print_row(r)
+            log(_row_line(r))
     meta = {"peak": "; ".join(hows), "peak_gflops": peaks, "bandwidth_gbs": bws,
-            "bandwidth": f"{', '.join(f'{bws[t]:.1f} GB/s at {t}t' for t in threads)} "
-                         f"({bw_how})",
-            "load_before": load0, "load_after": os.getloadavg()[0], "threads": threads,
-            "target": TARGET}
+            "bandwidth": bw_text, "cache_bandwidth": cache_text,
+            "cache_curves": curves, "load_before": load0, "load_after": os.getloadavg()[0],
+            "threads": threads, "target": TARGET}
     return {"meta": meta, "summary": summarise(rows), "rows": rows}
 
 
@@ -220,11 +248,14 @@ def main(argv=None) -> int:
     result = sweep(chosen, threads, args.blocks, args.min_seconds, not args.no_ort)
     print()
     print(f"{'class':<17} {'t':>2} {'n':>3} {'worst':>7} {'median':>7} {'<=2x':>6} "
-          f"{'/ort':>6}  worst workload")
+          f"{'cache':>7} {'<=2x':>6} {'/ort':>6}  worst workload")
     for s in result["summary"]:
         vs = f"{s['vs_ort_geomean']:>6.2f}" if s["vs_ort_geomean"] is not None else f"{'-':>6}"
+        cache = (f"{s['worst_cache']:>6.2f}x {s['within_cache']:>3}/{s['n']:<2}"
+                 if "worst_cache" in s else f"{'-':>7} {'-':>6}")
         print(f"{s['cls']:<17} {s['threads']:>2} {s['n']:>3} {s['worst']:>6.2f}x "
-              f"{s['median']:>6.2f}x {s['within']:>3}/{s['n']:<2} {vs}  {s['worst_workload']}")
+              f"{s['median']:>6.2f}x {s['within']:>3}/{s['n']:<2} {cache} {vs}  "
+              f"{s['worst_workload']}")
     print(f"load average {result['meta']['load_before']:.2f} -> "
           f"{result['meta']['load_after']:.2f}")
     if args.json:

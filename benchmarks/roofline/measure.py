@@ -173,6 +173,31 @@ def roofline(work: float, nbytes: int, seconds: float, peak_gflops: float,
             "x_roofline": attainable / achieved if achieved > 0 else float("inf")}
 
 
+def _stream(n: int):
+    """``y = x + 1`` over ``n`` floats built by nnvm for ``llvm``, inputs bound: a kernel that
+    only streams, timed by ``lib.benchmark``."""
+    from onnx import TensorProto, helper
+
+    node = helper.make_node("Add", ["x", "one"], ["y"])
+    graph = helper.make_graph(
+        [node], "stream", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n])],
+        [helper.make_tensor("one", TensorProto.FLOAT, [], [1.0])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", DEFAULT_OPSET)])
+    feed = {"x": np.ones(n, np.float32)}
+    lib = build(*import_graph(model, feed), feed)
+    lib.run(**feed)
+    return lib
+
+
+def _memcpy_gbs(n: int, seconds: float) -> float:
+    """GB/s (read + written) of NumPy copying ``n`` floats, best of three blocks."""
+    src = np.ones(n, np.float32)
+    dst = np.empty_like(src)
+    return 2 * src.nbytes / min(per_call(lambda: np.copyto(dst, src), seconds / 3)
+                                for _ in range(3)) / 1e9
+
+
 def bandwidth(threads: list[int], nbytes: int = STREAM_BYTES,
               seconds: float = 0.3) -> tuple[dict, str]:
     """Memory bandwidth (GB/s of counted bytes) per thread count, measured now.
@@ -185,26 +210,46 @@ def bandwidth(threads: list[int], nbytes: int = STREAM_BYTES,
     the machine showed.
     """
     n = nbytes // 4
-    src = np.ones(n, np.float32)
-    dst = np.empty_like(src)
-    copy = 2 * src.nbytes / min(per_call(lambda: np.copyto(dst, src), seconds / 3)
-                                for _ in range(3)) / 1e9
-    from onnx import TensorProto, helper
-
-    node = helper.make_node("Add", ["x", "one"], ["y"])
-    graph = helper.make_graph(
-        [node], "stream", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n])],
-        [helper.make_tensor("one", TensorProto.FLOAT, [], [1.0])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", DEFAULT_OPSET)])
-    feed = {"x": src}
-    lib = build(*import_graph(model, feed), feed)
-    lib.run(**feed)
+    copy = _memcpy_gbs(n, seconds)
+    lib = _stream(n)
     out, notes = {}, [f"memcpy {copy:.1f}"]
     for t in threads:
         lib.set_num_threads(t)
-        add = 2 * src.nbytes / lib.benchmark(repeat=5, warmup=1) / 1e9
+        add = 2 * n * 4 / lib.benchmark(repeat=5, warmup=1) / 1e9
         out[t] = max(copy, add)
         notes.append(f"llvm add {t}t {add:.1f}")
     del lib
     return out, "GB/s: " + ", ".join(notes)
+
+
+#: traffic (bytes read + written) of the cache-level streams: 16 KiB (L1) to 64 MiB (DRAM)
+CACHE_TRAFFIC = tuple(16 << (10 + 2 * k) for k in range(8))
+
+
+def cache_bandwidth(threads: list[int], dram: dict, traffic_sizes=CACHE_TRAFFIC,
+                    seconds: float = 0.02) -> dict:
+    """``{threads: [(traffic bytes, GB/s), ...]}``: what the ``llvm`` stream kernel reaches
+    when its data fits in a cache level, never below the DRAM figure ``dram``.
+
+    Why: the sweep repeats each kernel on the same buffers, so a workload of a few hundred KB
+    runs from cache and beats the DRAM roof without being any good; against the bandwidth
+    a stream of the same traffic reaches, it cannot.
+    """
+    curve: dict[int, list] = {t: [] for t in threads}
+    for traffic in traffic_sizes:
+        n = traffic // 8
+        lib = _stream(n)
+        for t in threads:
+            lib.set_num_threads(t)
+            once = lib.benchmark(repeat=3, warmup=1)
+            repeat = int(min(20000, max(3, seconds / max(once, 1e-7))))
+            best = min(lib.benchmark(repeat=repeat, warmup=1) for _ in range(3))
+            curve[t].append((traffic, max(dram[t], traffic / best / 1e9)))
+        del lib
+    return curve
+
+
+def bandwidth_at(curve: list, nbytes: int, dram: float) -> float:
+    """The cache-level bandwidth for a workload moving ``nbytes``: that of the smallest stream
+    moving at least as much, the DRAM figure beyond the largest."""
+    return next((gbs for traffic, gbs in curve if traffic >= nbytes), dram)
