@@ -131,6 +131,12 @@ def test_data_dependent_model_matches_onnxruntime(name, target):
         assert lib.host_nodes and lib.stats()["host_nodes"] == len(lib.host_nodes)
         assert lib.static.target.split()[0] == target and lib.tail.target == "reference"
         assert None in lib.output_shapes  # the tail's shapes are known only at run time
+        stats = lib.stats()  # host steps are counted as the backend counts its fallbacks
+        fallbacks = stats.get("num_fallback_kernels", stats.get("num_fallback_ops"))
+        assert fallbacks >= stats["host_nodes"]
+        ops = stats["fallback_ops"]
+        listed = ops if isinstance(ops, list) else [v.split(":")[0] for v in ops.values()]
+        assert {"non_zero", "non_max_suppression"} & set(listed)
 
 
 def test_tail_shapes_follow_each_run():
@@ -210,10 +216,13 @@ def test_op_needing_a_run_time_shape_names_the_data_dependent_op():
         nnvm.frontend.from_onnx(model, shape={"x": (6,)})
 
 
-def test_tools_that_run_only_compiled_steps_name_the_host_tail():
+def test_tools_that_run_only_compiled_steps_name_the_host_tail(tmp_path):
     lib, _ = _build("nonzero", "llvm")
     with pytest.raises(nnvm.NNVMError, match=r"nnvm export-c.*'find'.*Python runtime"):
         check_host_tail_free(lib, "nnvm export-c")
+    with pytest.raises(nnvm.NNVMError, match=r"export_c.*'find'.*Python runtime"):
+        lib.export_c(str(tmp_path))
+    check_host_tail_free(lib.static, "nnvm export-c")  # the compiled part alone passes
 
 
 def test_overridable_default_survives_export_and_can_be_fed(tmp_path):

@@ -25,7 +25,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Mapping
 
-from ..errors import NNVMError, format_error
 from ..ir import Graph, Node, NodeEntry, make_variable
 from ..pass_manager import apply_passes
 
@@ -203,15 +202,11 @@ def build_with_host_tail(graph: Graph, shapes: Mapping, dtypes: Mapping, params:
 
 def check_host_tail_free(module: Any, where: str) -> None:
     """Raise for a module with a host tail, where ``where`` (e.g. ``nnvm export-c``) can only
-    run compiled steps: names the first host node and points to the Python runtime."""
-    nodes = getattr(module, "host_nodes", None)
-    if nodes:
-        raise NNVMError(format_error(
-            where, f"the model has data-dependent output shapes: {len(nodes)} node(s) from "
-            f"'{nodes[0]}' on run on the host (NumPy) after the compiled part",
-            "a module without host steps", f"a host tail of {len(nodes)} node(s)",
-            fix="Run it with the Python runtime (nnvm.runtime.load(path).run(...)); or "
-                "freeze the inputs that decide those shapes at import (from_onnx(freeze=...))"))
+    run compiled steps (the error names the first host node and the Python runtime)."""
+    from ..runtime.host_tail import HostTailModule, host_tail_error
+
+    if isinstance(module, HostTailModule):
+        raise host_tail_error(module, where)
 
 
 __all__ = ["RUNS_DYNAMIC_SHAPES", "TailSplit", "build_with_host_tail", "check_host_tail_free",

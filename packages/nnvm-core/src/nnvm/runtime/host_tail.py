@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import SerializationError, format_error
+from ..errors import NNVMError, SerializationError, format_error
 from ..ir import Graph
 from .module import Module
 
@@ -28,6 +28,7 @@ WIRING = "host_tail.json"
 TAIL_GRAPH = "host_tail_graph.json"
 TAIL_PARAMS = "host_tail_params.bin"
 TAIL_SUBGRAPH_PARAMS = "host_tail_subgraph_params.bin"
+HOST_REASON = "data-dependent output shape, run on the host after the compiled part"
 _IO = ("input_names", "input_shapes", "input_dtypes", "output_names", "output_shapes",
        "output_dtypes")
 
@@ -72,11 +73,28 @@ class HostTailModule(Module):
 
     def stats(self) -> dict[str, Any]:
         """The compiled part's statistics plus ``host_nodes`` (how many nodes run on the host
-        after it, with shapes known only at run time)."""
+        after it, with shapes known only at run time). They are host steps, so they are
+        counted in the backend's own fallback keys too (llvm ``num_fallback_kernels`` and
+        its op list, opencl/cuda ``num_fallback_ops`` and its ``{node: "op: why"}``): a
+        report of host fallbacks must not look clean because the steps sit in a tail."""
         stats = self.static.stats()
-        stats.update(num_nodes=stats["num_nodes"] + len(self.host_nodes),
-                     host_nodes=len(self.host_nodes), target=self.target)
+        host = {n.name: n.op.name for n in self.tail.graph.index.nodes if n.op is not None}
+        for key in ("num_fallback_kernels", "num_fallback_ops"):
+            if key in stats:
+                stats[key] += len(host)
+        ops = stats.get("fallback_ops")
+        if isinstance(ops, dict):
+            ops.update({n: f"{op}: {HOST_REASON}" for n, op in host.items()})
+        elif isinstance(ops, list):
+            stats["fallback_ops"] = sorted(set(ops) | set(host.values()))
+        stats.update(num_nodes=stats["num_nodes"] + len(host), host_nodes=len(host),
+                     target=self.target)
         return stats
+
+    def export_c(self, path: str) -> dict:
+        """Refused: a C library runs compiled steps only, and this module's tail allocates
+        at run time on the host."""
+        raise host_tail_error(self, "export_c")
 
     def _num_kernels(self) -> int:
         return self.static._num_kernels() + self.tail._num_kernels()
@@ -113,6 +131,18 @@ class HostTailModule(Module):
         fed = {name: self.params[key] for name, (source, key) in
                self.wiring["tail_inputs"].items() if source == "feed" and key in self.params}
         return {**self.tail.params, **fed}
+
+
+def host_tail_error(module: HostTailModule, where: str) -> NNVMError:
+    """The error for ``where`` (e.g. ``nnvm export-c``), which can run compiled steps only:
+    names the first host node and points to the Python runtime."""
+    nodes = module.host_nodes
+    return NNVMError(format_error(
+        where, f"the model has data-dependent output shapes: {len(nodes)} node(s) from "
+        f"'{nodes[0]}' on run on the host (NumPy) after the compiled part",
+        "a module without host steps", f"a host tail of {len(nodes)} node(s)",
+        fix="Run it with the Python runtime (nnvm.runtime.load(path).run(...)); or freeze "
+            "the inputs that decide those shapes at import (from_onnx(freeze=...))"))
 
 
 class _ExportView:
@@ -236,4 +266,4 @@ def _check_wiring(wiring: dict, static: Module, tail: Module, where: str) -> Non
         check(f"outputs[{i}]", source, key, ("static", "tail"))
 
 
-__all__ = ["HostTailModule", "attach_host_tail"]
+__all__ = ["HostTailModule", "attach_host_tail", "host_tail_error"]
