@@ -37,7 +37,7 @@ CLASSES = ("conv1d", "conv2d", "conv2d-grouped", "conv2d-depthwise", "conv1d-gro
            "gru", "rnn")
 
 #: version of the cached grid's layout: a grid written by another version is extracted again
-GRID_FORMAT = 2
+GRID_FORMAT = 4
 
 _NORMS = {"BatchNormalization": "batch_norm", "LayerNormalization": "layer_norm",
           "InstanceNormalization": "instance_norm", "GroupNormalization": "group_norm"}
@@ -119,6 +119,23 @@ EXTRAS = [
 
 
 # ------------------------------------------------------------------------------ extraction
+#: attribute values that change nothing at inference, dropped so that two exports of the same
+#: workload (one spelling out a default, one not) are one workload; ``epsilon`` changes
+#: values, not work, and is left at the op's default
+_INERT = {"training_mode": 0, "stash_type": 1, "storage_order": 0, "auto_pad": "NOTSET",
+          "transA": 0, "transB": 0, "ceil_mode": 0, "count_include_pad": 0, "group": 1}
+
+
+def _inert(op: str, name: str, value) -> bool:
+    if name in ("momentum", "epsilon") or _INERT.get(name, object()) == value:
+        return True
+    if name in ("dilations", "strides") and all(v == 1 for v in value):
+        return True
+    if name == "pads" and all(v == 0 for v in value):
+        return True
+    return op == "Gemm" and name in ("alpha", "beta") and value == 1.0
+
+
 def _attrs(node) -> dict:
     from onnx import helper
 
@@ -131,7 +148,8 @@ def _attrs(node) -> dict:
             v = [x.decode() if isinstance(x, bytes) else x for x in v]
         elif not isinstance(v, (int, float, str)):
             return {"__unsupported__": a.name}  # a tensor/graph attribute: not swept
-        out[a.name] = v
+        if not _inert(node.op_type, a.name, v):
+            out[a.name] = v
     return OrderedDict(sorted(out.items()))
 
 
@@ -306,8 +324,9 @@ def _signature(w: dict) -> str:
 
 def select(workloads: list[dict], classes: list[str] | None, per_class: int) -> list[dict]:
     """At most ``per_class`` workloads of each class, taken in turn from three orders: the odd
-    ones (one per distinct signature, most frequent first), the largest (bytes touched) and
-    the most frequent, so the grid is bounded yet keeps the big, the common and the unusual."""
+    ones (one per distinct signature; ``EXTRAS`` first, then the most frequent), the largest
+    (bytes touched) and the most frequent, so the grid is bounded yet keeps the big, the
+    common and the unusual."""
     by_cls: dict[str, list[dict]] = {}
     for w in workloads:
         if classes is None or w["cls"] in classes:
@@ -316,7 +335,9 @@ def select(workloads: list[dict], classes: list[str] | None, per_class: int) -> 
     for cls in [c for c in CLASSES if c in by_cls] + sorted(set(by_cls) - set(CLASSES)):
         pool = by_cls[cls]
         firsts, sigs = [], set()
-        for w in sorted(pool, key=lambda w: (-w["count"], -_bytes(w))):
+        extra_first = sorted(pool, key=lambda w: (not w["models"][0].startswith("extra:"),
+                                                  -w["count"], -_bytes(w)))
+        for w in extra_first:
             if _signature(w) not in sigs:
                 sigs.add(_signature(w))
                 firsts.append(w)
