@@ -29,12 +29,20 @@ _PLAIN = {name: lowering.LOWERINGS[name] for name in ("matmul", "dense")}
 
 def gemm_block(n: int, lanes: int) -> int:
     """Panel width: two vectors, else one, when they divide N; for other N of at least one
-    vector, one vector with the weight zero-padded (a 258-wide layer would otherwise get
-    2-wide panels: scalar code); small N keeps the old divisor choice."""
+    vector, N is zero-padded (a 258-wide layer would otherwise get 2-wide panels: scalar
+    code) to whole vectors, and the panel is as wide as the register tile the ``dense``
+    template will pick for the padded width (two vectors when they divide it). Why: the
+    template reads the tile width from the padded N, not from the packing; a tile wider
+    than the panel straddles two panels and every vector load becomes a gather
+    (ddddocr's 1024 x 8210 classifier, padded to 8224 = 257 x 32, ran at 6 GFLOP/s with
+    16-wide panels under 32-wide tiles). Small N keeps the old divisor choice."""
     for bn in (2 * lanes, lanes):
         if n % bn == 0:
             return bn
-    return lanes if n >= lanes else dense_block(n, lanes)
+    if n < lanes:
+        return dense_block(n, lanes)
+    padded = -(-n // lanes) * lanes
+    return 2 * lanes if padded % (2 * lanes) == 0 else lanes
 
 
 def _pack(attrs, shapes, ctx):
