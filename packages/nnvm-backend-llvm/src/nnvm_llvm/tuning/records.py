@@ -6,9 +6,11 @@ loses at most the candidate in flight, and a rerun continues from what is there)
     {"v": 1, "workload": "<sha256 of the kernel signature, 24 hex>", "kernel": "dense_relu",
      "kind": "dense", "target": "llvm -keys=cpu -mcpu=znver4", "cpu": "<model> | avx512f,avx2",
      "knobs": {"mr": 4, "nr": 32, "kc": 0, "parallel": true}, "seconds": 1.2e-05,
-     "threads": 2, "error": null}
+     "threads": 2, "error": null, "relative": 0.93}
 
-``seconds`` is null and ``error`` says why when the candidate failed to schedule, compile or
+``relative`` is ``seconds`` over the heuristic setting's time in the same round of
+candidates (load on a shared machine changes between rounds more than within one), and
+ranks the records of a workload when all have it. ``seconds`` is null and ``error`` says why when the candidate failed to schedule, compile or
 verify. The key is the kernel's signature (ops, attributes, wiring, shapes, dtypes, packing:
 the same text the kernel cache hashes, without the compiler's source version, so a log
 survives upgrades), the TVM target string, and the CPU model with the ISA flags the
@@ -162,6 +164,14 @@ def best_records(paths: Iterable[str], target: str, cpu: str,
             by_workload.setdefault(rec["workload"], []).append(rec)
     best = {}
     for wl, recs in by_workload.items():
-        same = [r for r in recs if threads and r.get("threads") == threads]
-        best[wl] = min(same or recs, key=lambda r: r["seconds"])
+        recs = [r for r in recs if threads and r.get("threads") == threads] or recs
+        best[wl] = min(recs, key=rank_key(recs))
     return best
+
+
+def rank_key(recs: list[dict]):
+    """Rank by ``relative`` (time over the heuristic's in the same round: fair between
+    rounds run under different load) when every record has it, else by ``seconds``."""
+    if all(isinstance(r.get("relative"), (int, float)) for r in recs):
+        return lambda r: r["relative"]
+    return lambda r: r["seconds"]

@@ -4,7 +4,9 @@ AutoTVM-style, over the templates' own knobs (``schedules.knob_space``): round o
 heuristic's setting plus its one-knob neighbours, later rounds the neighbours of the best
 setting so far, then random settings once those are exhausted. Each round is compiled as one
 library (``measure.compile_round``) and every candidate is verified against the heuristic
-kernel before its time counts. Each measurement is appended to the log at once, so the run
+kernel before its time counts, and each time is also recorded relative to the heuristic's
+in the same round (``relative``): on a shared machine the load differs between rounds, not
+within one, so the ratio ranks settings of different rounds fairly. Each measurement is appended to the log at once, so the run
 is resumable (a kernel with ``trials`` records is skipped, one with fewer continues) and
 ``budget`` seconds bound it (checked between rounds).
 """
@@ -38,10 +40,14 @@ class KernelResult:
     heuristic_seconds: float | None = None
     best_seconds: float | None = None
     best_knobs: dict | None = None
+    best_relative: float | None = None
     skipped: str | None = None
 
     @property
     def speedup(self) -> float | None:
+        """Heuristic time over best time (by ``relative``: same-round times, when known)."""
+        if self.best_relative:
+            return 1.0 / self.best_relative
         if self.heuristic_seconds and self.best_seconds:
             return self.heuristic_seconds / self.best_seconds
         return None
@@ -163,13 +169,15 @@ def tune(model, target: str = "llvm", *, trials: int = 16, log: str | None = Non
             outcomes = measure.run_round(kernel, lib, round_, errors, threads) if lib else \
                 [(None, errors.get(i)) for i in range(len(round_))]
             del lib
+            base = outcomes[0][0]  # the heuristic, timed in this round like the others
             for knobs, (seconds, error) in zip(round_, outcomes):
                 key = records.knobs_key(knobs)
                 if key in done:
                     continue
                 rec = {"workload": wl, "kernel": gl.pretty, "kind": gl.kind,
                        "target": str(tgt), "cpu": cpu, "knobs": knobs, "seconds": seconds,
-                       "threads": threads, "error": error}
+                       "threads": threads, "error": error,
+                       "relative": seconds / base if seconds and base else None}
                 records.append_record(log, rec)
                 done[key] = rec
                 res.measured += 1
@@ -203,7 +211,7 @@ def _next_round(space: dict, done: dict, n: int, rng: random.Random) -> list[dic
     setting (greedy), then random ones."""
     heuristic = {k: v[0] for k, v in space.items()}
     ok = [r for r in done.values() if r.get("seconds") is not None]
-    best = min(ok, key=lambda r: r["seconds"])["knobs"] if ok else heuristic
+    best = min(ok, key=records.rank_key(ok))["knobs"] if ok else heuristic
     pool = [heuristic] + rng.sample(_neighbours(space, best), len(_neighbours(space, best)))
     out: list[dict] = []
     keys = set(done)
@@ -236,5 +244,6 @@ def _summarise(res: KernelResult, done: dict, space: dict, threads: int) -> None
     if heuristic and heuristic.get("seconds") is not None:
         res.heuristic_seconds = heuristic["seconds"]
     if ok:
-        best = min(ok, key=lambda r: r["seconds"])
+        best = min(ok, key=records.rank_key(ok))
         res.best_seconds, res.best_knobs = best["seconds"], best["knobs"]
+        res.best_relative = best.get("relative")
