@@ -181,18 +181,3 @@ def test_dynamic_quantize_lstm_runs_compiled_and_matches_onnxruntime(rng):
                    ws, domain_ms=True)
     _check(model, feed, float_tol={"rtol": 1e-5, "atol": 1e-5})
 
-
-@pytest.mark.parametrize("lanes", [8, 16])
-def test_weight_panels_are_as_wide_as_the_dense_register_tile(lanes):
-    """The integer and float GEMMs pack weights into panels of ``gemm_block`` columns; the
-    ``dense`` template picks its register tile from the padded width alone. A tile wider
-    than the panel turns every vector load into a gather (ddddocr's 8210 classes: 16-wide
-    panels, padded to 8224 = 257 x 32, under 32-wide tiles ran at a quarter of the speed)."""
-    from nnvm_llvm.compiler.gemm import gemm_block
-    from nnvm_llvm.compiler.schedules import ScheduleInfo, _dense_nr
-
-    for n in range(2, 600):
-        bn = gemm_block(n, lanes)
-        padded = -(-n // bn) * bn
-        assert _dense_nr(padded, ScheduleInfo("dense", lanes)) == bn, (n, bn, padded)
-    assert gemm_block(8210, 16) == 32

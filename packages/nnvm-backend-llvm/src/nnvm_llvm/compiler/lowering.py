@@ -491,6 +491,9 @@ def _matmul(attrs, ins, outs, ctx):
         y = _matmul(dict(attrs, transpose_a=ta, transpose_b=tb), [a2, b2],
                     [(tuple(mid), outs[0][1])], ctx)
         return topi.reshape(y, out_shape)
+    n = int(out_shape[-1])
+    if not tb and n % ctx.vector_lanes and n >= 2 * ctx.vector_lanes:
+        return _lane_padded_matmul(attrs, a, b, outs, ctx)
     nb = len(out_shape) - 2
     k_dim = int(a.shape[-2] if ta else a.shape[-1])
     k = te.reduce_axis((0, k_dim), "k")
@@ -511,6 +514,34 @@ def _matmul(attrs, ins, outs, ctx):
     if acc != dtype:
         return te.compute(out_shape, lambda *i: y[i].astype(dtype), name=ctx.name)
     return y
+
+
+def _lane_padded_matmul(attrs, a, b, outs, ctx):
+    """An activation x activation matmul whose N no vector divides (ViT's 197 tokens:
+    ``Q @ K^T`` is 197 x 197) as one over N zero-padded to whole vectors (and M to a
+    multiple of 4 rows), sliced after. Why: the batch-matmul template vectorises along N;
+    a 197-wide row split into 16-lane tiles leaves a predicated tail that TVM refuses to
+    vectorise, and the kernel ran scalar at 1 GFLOP/s (42% of ViT's run). M is padded too
+    because the template's uneven row tiles lose their row bound when the slice is inlined
+    into the write-back (TVM's reverse_compute_inline keeps only the slice's own
+    predicate: rows past M were written, corrupting the heap). The padded copies are small
+    and named ``T_transpose...`` so the ``matmul`` template keeps them materialised, as it
+    keeps a transposed K, instead of inlining a bounds test into every vector load."""
+    out_shape, dtype = outs[0]
+    ta = bool(attrs["transpose_a"])
+    n, m = int(out_shape[-1]), int(out_shape[-2])
+    n_pad = -(-n // ctx.vector_lanes) * ctx.vector_lanes
+    m_pad = -(-m // 4) * 4
+
+    def pad_axis(t, axis, extra):
+        after = [0] * len(t.shape)
+        after[axis] = extra
+        return topi.nn.pad(t, [0] * len(t.shape), after, name="T_transpose_lane_pad") \
+            if extra else t
+    ap = pad_axis(a, len(a.shape) - (1 if ta else 2), m_pad - m)
+    bp = pad_axis(b, len(b.shape) - 1, n_pad - n)
+    y = _matmul(attrs, [ap, bp], [(tuple(out_shape[:-2]) + (m_pad, n_pad), dtype)], ctx)
+    return te.compute(out_shape, lambda *i: y[i], name=ctx.name + "_unpad")
 
 
 # -- conv2d -------------------------------------------------------------------------------

@@ -1,0 +1,53 @@
+"""GEMM shapes the llvm templates fell off a cliff on (issue 14): weight panels as wide as the
+register tile, activation matmuls whose N no vector divides (ViT's 197 tokens). The integer
+GEMMs of ``test_llvm_quant`` use the same panels.
+
+Each case checks the result against NumPy; the panel test checks the packing against the
+template's own choice of tile, the invariant whose breach made every vector load a gather.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import nnvm
+import nnvm.symbol as sym
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+pytest.importorskip("nnvm_llvm", reason="llvm backend not installed")
+pytest.importorskip("tvm", reason="the llvm compiler needs TVM (apache-tvm)")
+
+
+@pytest.mark.parametrize("lanes", [8, 16])
+def test_weight_panels_are_as_wide_as_the_dense_register_tile(lanes):
+    """The integer and float GEMMs pack weights into panels of ``gemm_block`` columns; the
+    ``dense`` template picks its register tile from the padded width alone. A tile wider
+    than the panel turns every vector load into a gather (ddddocr's 8210 classes: 16-wide
+    panels, padded to 8224 = 257 x 32, under 32-wide tiles ran at a quarter of the speed)."""
+    from nnvm_llvm.compiler.gemm import gemm_block
+    from nnvm_llvm.compiler.schedules import ScheduleInfo, _dense_nr
+
+    for n in range(2, 600):
+        bn = gemm_block(n, lanes)
+        padded = -(-n // bn) * bn
+        assert _dense_nr(padded, ScheduleInfo("dense", lanes)) == bn, (n, bn, padded)
+    assert gemm_block(8210, 16) == 32
+
+
+MATMULS = [((2, 197, 64), (2, 64, 197), False), ((3, 50, 8), (1, 8, 37), False),
+           ((2, 64, 197), (2, 64, 197), True), ((2, 3, 50, 8), (3, 8, 45), False)]
+
+
+@pytest.mark.parametrize("sa,sb,ta", MATMULS, ids=["vit-qk", "broadcast-b", "transpose-a",
+                                                   "4d"])
+def test_activation_matmul_with_odd_width_matches_numpy(rng, sa, sb, ta):
+    """N zero-padded to whole vectors and M to whole row tiles, then sliced: the slice must
+    write exactly the M x N outputs (an uneven row tile once wrote past the buffer)."""
+    a = rng.standard_normal(sa).astype("float32")
+    b = rng.standard_normal(sb).astype("float32")
+    y = sym.matmul(sym.Variable("a"), sym.Variable("b"), transpose_a=ta)
+    lib = nnvm.compiler.build(y, target="llvm", shape={"a": sa, "b": sb})
+    assert lib.stats()["num_fallback_kernels"] == 0
+    want = np.matmul(np.swapaxes(a, -1, -2) if ta else a, b)
+    np.testing.assert_allclose(lib.run(a=a, b=b)[0], want, rtol=1e-5, atol=1e-5)
