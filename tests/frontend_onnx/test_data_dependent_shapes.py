@@ -241,3 +241,15 @@ def test_overridable_default_survives_export_and_can_be_fed(tmp_path):
         _assert_matches(module.run(x=x), ort_run(model, {"x": x}))
         th = np.array(-0.5, "float32")
         _assert_matches(module.run(x=x, th=th), ort_run(model, {"x": x, "th": th}))
+
+
+def test_build_warns_once_naming_the_op_and_the_deciding_input(caplog):
+    """As backends report their fallbacks: what runs on the host, from which op, and which
+    input decides it (freezing it would compile everything)."""
+    import logging
+
+    with caplog.at_level(logging.WARNING, logger="nnvm.compiler"):
+        lib, _ = _build("nonzero", "llvm")
+    lines = [r.getMessage() for r in caplog.records if r.name == "nnvm.compiler"]
+    assert len(lines) == 1 and f"{len(lib.host_nodes)} node(s) from 'find' (non_zero)" \
+        in lines[0] and "input(s) 'x'" in lines[0]

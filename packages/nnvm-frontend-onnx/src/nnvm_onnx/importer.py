@@ -343,6 +343,8 @@ class NodeContext:
             raise self.importer.needs_constant(
                 self, dyn, f"the inputs of '{op.name}' (its output shape depends on their "
                 "values)")
+        if dynamic or any(e.node.info.get(DATA_DEPENDENT) for e in entries):
+            node.info[DATA_DEPENDENT] = True  # its shapes are known only at run time
         nout = node.num_outputs
         in_shapes = [v.shape for v in inputs]
         in_dtypes = [v.dtype for v in inputs]
@@ -812,8 +814,8 @@ class OnnxImporter:
             if v.const is not None:
                 v = Value(name, const=v.const)
             else:
-                rank = v.rank if v.shape is not None or v.rank is not None or \
-                    self.static_shapes else self.onnx_rank(name)
+                rank = self.onnx_rank(name) if v.shape is None and v.rank is None and \
+                    v.entry.node.info.get(DATA_DEPENDENT) else v.rank
                 v = Value(name, entry=v.entry, shape=v.shape, dtype=v.dtype, rank=rank,
                           default=v.default)
             scope.values[name] = v
@@ -1024,13 +1026,18 @@ def _sanitize(name: str) -> str:
     return _BAD.sub("_", name)
 
 
+#: ``Node.info`` flag of nodes downstream of a data-dependent op (set while importing)
+DATA_DEPENDENT = "onnx_data_dependent"
+
+
 def _data_dependent_origin(value) -> Node | None:
     """The nearest op upstream of ``value`` (or a list of values) whose output shape depends
     on data (``TDynamicShape``: NonZero, NonMaxSuppression...), or None."""
     from nnvm.compiler.dynamic_region import is_dynamic_op
 
     values = value if isinstance(value, list) else [value]
-    queue = [v.entry.node for v in values if getattr(v, "entry", None) is not None]
+    queue = [v.entry.node for v in values if getattr(v, "entry", None) is not None and
+             v.entry.node.info.get(DATA_DEPENDENT)]  # others need no walk
     seen: set[int] = set()
     while queue:
         node = queue.pop(0)

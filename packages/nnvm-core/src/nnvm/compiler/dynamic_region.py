@@ -26,7 +26,10 @@ import dataclasses
 from typing import Any, Callable, Mapping
 
 from ..ir import Graph, Node, NodeEntry, make_variable
+from ..log import get_logger
 from ..pass_manager import apply_passes
+
+logger = get_logger("compiler")
 
 #: targets whose modules allocate every output at run time and so run dynamic graphs whole
 RUNS_DYNAMIC_SHAPES = frozenset({"reference"})
@@ -196,8 +199,32 @@ def build_with_host_tail(graph: Graph, shapes: Mapping, dtypes: Mapping, params:
             if all_dtypes[e] is not None:
                 tail_dtypes[name] = all_dtypes[e]
     tail_module = build_part(split.tail, "reference", tail_shapes, tail_dtypes, tail_params)
+    _report(inferred, split, target, params)
     return HostTailModule(inferred, static_module, tail_module, split.tail_inputs,
                           split.outputs, split.host_nodes, target, params)
+
+
+def _report(graph: Graph, split: TailSplit, target: str, params: Mapping) -> None:
+    """One warning per build, as backends report their fallbacks: how much runs on the host,
+    from which op, and which model inputs decide those shapes (freezing them, when they are
+    constant in the user's use, compiles everything)."""
+    idx = graph.index
+    first = next(n for n in idx.nodes if is_dynamic_op(n))
+    deciders, seen, stack = [], set(), [first]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if node.op is None and node.name not in params:
+            deciders.append(node.name)
+        stack.extend(e.node for e in node.inputs)
+    logger.warning(
+        "%s: %d node(s) from '%s' (%s) on have shapes that depend on the data and run on the "
+        "host after the compiled part; they depend on input(s) %s (if those are constant in "
+        "your use, freeze them at import, from_onnx(freeze=...), to compile everything)",
+        target, len(split.host_nodes), first.name, first.op.name,
+        ", ".join(f"'{n}'" for n in sorted(deciders)) or "(none)")
 
 
 def check_host_tail_free(module: Any, where: str) -> None:
