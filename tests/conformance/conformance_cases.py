@@ -482,24 +482,10 @@ def _available(case: Case) -> bool:
 
 
 # -- known gaps -----------------------------------------------------------------------------------
-_NO_DYNAMIC = {
-    "llvm": "data-dependent output shape: the llvm build has no host step that allocates at "
-            "run time (nnvm_llvm/compiler/codegen.py reads a None shape: TypeError, issue 13)",
-    "opencl": "data-dependent output shape: the opencl module allocates outputs from static "
-              "shapes (nnvm_opencl/module.py _read: TypeError on a None shape, issue 13)",
-    "cuda": "data-dependent output shape: nnvm_cuda/gpu.py allocates outputs from static shapes "
-            "as opencl does (not yet run on a CUDA machine, hence not strict; issue 13)",
-}
-_DYNAMIC_KEYS = ("compress-axis1", "non_zero-2d", "unique-sorted", "range-float",
-                 "non_max_suppression-two-classes")
-#: case key -> {backend: why the target fails it}: each runs as a strict xfail on its own graph
-#: (so a failing build takes no other case down) until the target is fixed; then the test
-#: says so and the entry goes. cuda entries are not strict (no CUDA machine recorded them).
-GAPS: dict[str, dict[str, str]] = {key: dict(_NO_DYNAMIC) for key in _DYNAMIC_KEYS}
-for _k in ("string_normalizer-lower-stopwords", "string_split-whitespace"):
-    GAPS[_k] = {"llvm": "string output of data-dependent length: the llvm build reads a None "
-                          "shape (nnvm_llvm/compiler/codegen.py, TypeError; opencl runs it on "
-                          "the host)"}
+#: case key -> {backend: why the target fails it}: each runs as a strict xfail on a graph of
+#: its own (so a failing build takes no other case down) until the target is fixed, when the
+#: test says so and the entry goes. Empty: every case passes on every target it was run on.
+GAPS: dict[str, dict[str, str]] = {}
 
 
 #: every case written; :data:`CASES` are those whose ``needs`` are importable here
