@@ -141,7 +141,7 @@ def _params():
         for case in CASES:
             gap = _gap(tid, case)
             if gap is not None:
-                xfail = pytest.mark.xfail(reason=gap, strict=backend_of(tid) != "cuda")
+                xfail = pytest.mark.xfail(reason=gap, strict=True)
                 out.append(pytest.param(tid, target, None, case, marks=marks + [xfail],
                                         id=f"{tid}-{case.op}-{case.id}"))
     return out
