@@ -253,3 +253,41 @@ def test_build_warns_once_naming_the_op_and_the_deciding_input(caplog):
     lines = [r.getMessage() for r in caplog.records if r.name == "nnvm.compiler"]
     assert len(lines) == 1 and f"{len(lib.host_nodes)} node(s) from 'find' (non_zero)" \
         in lines[0] and "input(s) 'x'" in lines[0]
+
+
+def _if_model():
+    """y = If(flag, x @ W1 (4 columns), x @ W2 (6 columns)): the branches' shapes differ, so
+    the output shape depends on the flag's value; each branch holds its own weight."""
+    rng = np.random.default_rng(1)
+    out = lambda n, c: helper.make_tensor_value_info(n, F, [2, c])  # noqa: E731
+    branch = {}
+    for name, cols in (("then", 4), ("else", 6)):
+        w = helper.make_tensor(f"w_{name}", F, [3, cols],
+                               rng.standard_normal(3 * cols).astype("float32"))
+        branch[name] = helper.make_graph(
+            [helper.make_node("MatMul", ["h", f"w_{name}"], [f"y_{name}"])], name, [],
+            [out(f"y_{name}", cols)], initializer=[w])
+    nodes = [helper.make_node("Tanh", ["x"], ["h"]),
+             helper.make_node("If", ["flag"], ["y"], then_branch=branch["then"],
+                              else_branch=branch["else"], name="pick")]
+    return make_model(nodes, [helper.make_tensor_value_info("x", F, [2, 3]),
+                              helper.make_tensor_value_info("flag", TensorProto.BOOL, [])],
+                      [helper.make_tensor_value_info("y", F, [2, None])])
+
+
+def test_if_with_data_dependent_shapes_runs_its_bodies_compiled():
+    """The If is in the host tail (its output shape depends on the flag), but the branch it
+    takes is built for the target on first use, not interpreted."""
+    _require("llvm")
+    model = _if_model()
+    x = np.linspace(-1, 1, 6, dtype="float32").reshape(2, 3)
+    shape = {"x": (2, 3), "flag": ()}
+    graph, params = nnvm.frontend.from_onnx(model, shape=shape)
+    lib = nnvm.compiler.build(graph, target="llvm", shape=shape, params=params)
+    assert "pick" in lib.host_nodes
+    for flag in (True, False, True):
+        feed = {"x": x, "flag": np.array(flag)}
+        _assert_matches(lib.run(**feed), ort_run(model, feed))
+    runners = [n.info["subgraph_runner"] for n in lib.tail.graph.index.nodes if n.subgraphs]
+    assert runners and runners[0].compiled == 3 and runners[0].interpreted == 0
+    assert all("subgraph_runner" not in n.info for n in graph.index.nodes)  # caller's graph

@@ -127,7 +127,7 @@ def split_host_tail(graph: Graph) -> TailSplit:
                   for i, k, _ in idx.inputs[nid]]
         deps = [new[c] for c in idx.control_deps[nid] if dynamic[c]]  # static ones ran first
         copy = Node(node.op, node.name, node.attrs, inputs, deps, node.subgraphs)
-        copy.info = node.info
+        copy.info = dict(node.info)  # the tail installs body runners: not on the caller's graph
         new[nid] = copy
         host_nodes.append(node.name)
     for (nid, k, _), name in zip(idx.outputs, names):

@@ -57,6 +57,7 @@ class HostTailModule(Module):
         for key, value in (io or {}).items():
             setattr(self, key, value)
         self.params = {**tail.params, **static.params}
+        _compile_bodies(tail.graph, static)
 
     def _execute(self, feed: dict[str, np.ndarray]) -> list[np.ndarray]:
         static_out = self.static.run(**_changed(feed, self.static))
@@ -168,6 +169,19 @@ class _ExportView:
 
     def _artifact_members(self) -> dict[str, bytes]:
         return {**self._module.static._artifact_members(), **self._module.tail_members()}
+
+
+def _compile_bodies(tail: Graph, static: Module) -> None:
+    """Control flow in the tail (an If whose branches give different shapes, a Loop that
+    stops early) decides on the host but runs its bodies compiled for the static part's
+    target, built on first use (``nnvm.runtime.subgraph_runner``), as the llvm executor
+    does for the control flow it runs itself."""
+    from .subgraph_runner import SubgraphRunner
+
+    for node in tail.index.nodes:
+        if node.subgraphs:
+            node.info["subgraph_runner"] = SubgraphRunner(
+                static.target, getattr(static, "num_threads", 0))
 
 
 def _changed(feed: dict, module: Module) -> dict:
