@@ -15,10 +15,12 @@ schedule problem whatever the roof says). Printed per workload: achieved and att
 GFLOP/s and "x roof" = attainable / achieved (1.0 = on the roof, 2.0 = half of it); per class
 the worst and median "x roof" and how many are within 2x.
 
-"x cache" is the same against a cache-aware roof: the bandwidth a compiled stream of the same
-traffic reaches (``measure.cache_bandwidth``; never below DRAM's). A kernel timed on the same
-buffers over and over runs from cache when its data fit, so a small kernel can sit under the
-DRAM roof while still far from what the machine does with that many bytes; "x cache" shows it.
+"x cache" is the same against a cache-aware roof: the bandwidth that a compiled stream kernel
+moving the same number of bytes reaches (``measure.cache_bandwidth``). A kernel timed on the
+same buffers over and over runs from cache when its data fit, so a mid-sized kernel can sit
+under the DRAM roof while far from what the machine does with that many bytes; and a kernel
+of a few bytes cannot beat the cost of one call, which the DRAM roof ignores. "x cache" holds
+at both ends.
 
     python benchmarks/bench_roofline.py [--classes conv2d,gemv] [--max-per-class 12]
         [--threads 1,2] [--blocks 5] [--min-seconds 0.05] [--no-ort] [--no-extras]
@@ -190,10 +192,9 @@ def sweep(workloads: list[dict], threads: list[int], blocks: int = 5, seconds: f
         peaks[t], how = cpu_peak_gflops(t)
         hows.append(f"{peaks[t]:.0f} GFLOP/s = {how}")
     bws, bw_how = measure.bandwidth(threads, stream_bytes)
-    curves = measure.cache_bandwidth(threads, bws, cache_traffic) if cache_traffic else None
+    curves = measure.cache_bandwidth(threads, cache_traffic) if cache_traffic else None
     for t in curves or ():  # streams beyond the last-level cache measure DRAM as well
         bws[t] = max([bws[t]] + [g for n, g in curves[t] if n >= 64 << 20])
-        curves[t] = [(n, max(g, bws[t])) for n, g in curves[t]]
     bw_text = ", ".join(f"{bws[t]:.1f} GB/s at {t}t" for t in threads) + f" ({bw_how})"
     cache_text = "; ".join(f"{t}t " + " ".join(f"{n >> 10}K:{g:.0f}" for n, g in curves[t])
                            for t in threads) if curves else "-"

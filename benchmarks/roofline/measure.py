@@ -222,18 +222,21 @@ def bandwidth(threads: list[int], nbytes: int = STREAM_BYTES,
     return out, "GB/s: " + ", ".join(notes)
 
 
-#: traffic (bytes read + written) of the cache-level streams: 16 KiB (L1) to 64 MiB (DRAM)
-CACHE_TRAFFIC = tuple(16 << (10 + 2 * k) for k in range(8))
+#: traffic (bytes read + written) of the cache-level streams: 1 KiB (one call's cost) to
+#: 256 MiB (DRAM)
+CACHE_TRAFFIC = tuple(1 << (10 + 2 * k) for k in range(10))
 
 
-def cache_bandwidth(threads: list[int], dram: dict, traffic_sizes=CACHE_TRAFFIC,
+def cache_bandwidth(threads: list[int], traffic_sizes=CACHE_TRAFFIC,
                     seconds: float = 0.02) -> dict:
     """``{threads: [(traffic bytes, GB/s), ...]}``: what the ``llvm`` stream kernel reaches
-    when its data fits in a cache level, never below the DRAM figure ``dram``.
+    moving that much data, from a call that is all overhead (1 KiB) through the cache levels
+    to DRAM.
 
     Why: the sweep repeats each kernel on the same buffers, so a workload of a few hundred KB
-    runs from cache and beats the DRAM roof without being any good; against the bandwidth
-    a stream of the same traffic reaches, it cannot.
+    runs from cache and beats the DRAM roof without being any good, while one of a few bytes
+    cannot beat the cost of a kernel call however good it is. A stream kernel moving the same
+    bytes, built and called the same way, is the bound that holds at both ends.
     """
     curve: dict[int, list] = {t: [] for t in threads}
     for traffic in traffic_sizes:
@@ -244,12 +247,16 @@ def cache_bandwidth(threads: list[int], dram: dict, traffic_sizes=CACHE_TRAFFIC,
             once = lib.benchmark(repeat=3, warmup=1)
             repeat = int(min(20000, max(3, seconds / max(once, 1e-7))))
             best = min(lib.benchmark(repeat=repeat, warmup=1) for _ in range(3))
-            curve[t].append((traffic, max(dram[t], traffic / best / 1e9)))
+            curve[t].append((traffic, traffic / best / 1e9))
         del lib
     return curve
 
 
 def bandwidth_at(curve: list, nbytes: int, dram: float) -> float:
-    """The cache-level bandwidth for a workload moving ``nbytes``: that of the smallest stream
-    moving at least as much, the DRAM figure beyond the largest."""
+    """The bandwidth a stream moving ``nbytes`` reaches: that of the smallest measured stream
+    moving at least as much; below the smallest, that stream's time is the floor (GB/s that
+    give the same time); the DRAM figure beyond the largest."""
+    traffic, gbs = curve[0]
+    if nbytes < traffic:
+        return nbytes / (traffic / gbs)
     return next((gbs for traffic, gbs in curve if traffic >= nbytes), dram)

@@ -80,6 +80,13 @@ def test_flops_and_bytes_of_known_shapes():
             assert measure.traffic(model, feed, [out]) == want_bytes
 
 
+def test_cache_roof_has_a_call_floor_and_a_dram_tail():
+    curve = [(1024, 4.0), (16384, 40.0)]  # 1 KiB in 256 ns, 16 KiB in 410 ns
+    assert measure.bandwidth_at(curve, 16, dram=20.0) == pytest.approx(16 / 256)  # 256 ns
+    assert measure.bandwidth_at(curve, 2048, dram=20.0) == 40.0
+    assert measure.bandwidth_at(curve, 1 << 20, dram=20.0) == 20.0
+
+
 def test_roofline_arithmetic():
     mem = measure.roofline(1e6, 1e6, 1e-3, peak_gflops=100.0, bw_gbs=10.0)
     assert mem["bound"] == "memory" and mem["attainable_gflops"] == pytest.approx(10.0)
@@ -94,7 +101,7 @@ def test_sweep_rows_summary_and_outputs(tmp_path):
     lines = []
     result = bench_roofline.sweep([CONV, GEMV], [1], blocks=1, seconds=0.001,
                                   log=lines.append, stream_bytes=4 << 20,
-                                  cache_traffic=(16 << 10, 64 << 10))
+                                  cache_traffic=(1 << 10, 16 << 10))
     rows = result["rows"]
     assert [r["cls"] for r in rows] == ["conv2d", "gemv"]
     for r in rows:
@@ -102,7 +109,8 @@ def test_sweep_rows_summary_and_outputs(tmp_path):
         assert r["nnvm_ms"] > 0 and r["ort_ms"] > 0 and r["max_rel_err"] < 1e-3, r
         assert r["x_roofline"] == pytest.approx(r["attainable_gflops"] / r["achieved_gflops"])
         assert r["attainable_gflops"] <= result["meta"]["peak_gflops"][1] + 1e-9, r
-        assert r["x_roofline_cache"] >= r["x_roofline"] * (1 - 1e-9), r  # cache roof >= DRAM's
+        assert r["cache_gbs"] > 0 and r["x_roofline_cache"] == pytest.approx(
+            r["attainable_cache_gflops"] / r["achieved_gflops"])
     assert rows[0]["flops"] == 2 * (4 * 8 * 8) * (3 * 3 * 3)
     assert rows[1]["flops"] == 2 * 32 * 64 and rows[1]["bytes"] == 4 * (64 + 2048 + 32 + 32)
     summary = {s["cls"]: s for s in result["summary"]}
