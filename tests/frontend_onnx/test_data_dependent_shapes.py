@@ -291,3 +291,5 @@ def test_if_with_data_dependent_shapes_runs_its_bodies_compiled():
     runners = [n.info["subgraph_runner"] for n in lib.tail.graph.index.nodes if n.subgraphs]
     assert runners and runners[0].compiled == 3 and runners[0].interpreted == 0
     assert all("subgraph_runner" not in n.info for n in graph.index.nodes)  # caller's graph
+    stats = lib.stats()
+    assert "if_else" in stats["control_flow_ops"] and "if_else" not in stats["fallback_ops"]

@@ -74,12 +74,19 @@ class HostTailModule(Module):
 
     def stats(self) -> dict[str, Any]:
         """The compiled part's statistics plus ``host_nodes`` (how many nodes run on the host
-        after it, with shapes known only at run time). They are host steps, so they are
-        counted in the backend's own fallback keys too (llvm ``num_fallback_kernels`` and
+        after it, with shapes known only at run time). Those without bodies are host steps,
+        so they are counted in the backend's own fallback keys too (llvm ``num_fallback_kernels`` and
         its op list, opencl/cuda ``num_fallback_ops`` and its ``{node: "op: why"}``): a
-        report of host fallbacks must not look clean because the steps sit in a tail."""
+        report of host fallbacks must not look clean because the steps sit in a tail.
+        Control flow there is listed in ``control_flow_ops``: it decides on the host and
+        runs its bodies compiled, as the llvm executor's own control flow does."""
         stats = self.static.stats()
-        host = {n.name: n.op.name for n in self.tail.graph.index.nodes if n.op is not None}
+        nodes = [n for n in self.tail.graph.index.nodes if n.op is not None]
+        # control flow decides on the host but runs its bodies compiled: not a fallback
+        flow = {n.op.name for n in nodes if n.subgraphs}
+        if flow:
+            stats["control_flow_ops"] = sorted(set(stats.get("control_flow_ops", ())) | flow)
+        host = {n.name: n.op.name for n in nodes if not n.subgraphs}
         for key in ("num_fallback_kernels", "num_fallback_ops"):
             if key in stats:
                 stats[key] += len(host)
@@ -88,7 +95,7 @@ class HostTailModule(Module):
             ops.update({n: f"{op}: {HOST_REASON}" for n, op in host.items()})
         elif isinstance(ops, list):
             stats["fallback_ops"] = sorted(set(ops) | set(host.values()))
-        stats.update(num_nodes=stats["num_nodes"] + len(host), host_nodes=len(host),
+        stats.update(num_nodes=stats["num_nodes"] + len(nodes), host_nodes=len(nodes),
                      target=self.target)
         return stats
 
