@@ -304,13 +304,15 @@ def _strings(*words):
 def _recurrent_cases(rng) -> list[Case]:
     """lstm/gru/rnn as ONNX exports them: time-major (seq 4, batch 2, input 3), hidden 5.
     Forward with bias and initial state (W, R, B bound as weights, so packing paths run);
-    bidirectional with per-sequence lengths (a padded batch) and runtime weights."""
+    bidirectional with per-sequence lengths (a padded batch) and runtime weights; then the
+    attribute variants the kernels branch on (peepholes, clip, batch-major layout, reverse,
+    non-default activations with alpha/beta)."""
     seq, batch, inputs, hidden = 4, 2, 3, 5
     out = []
     for kind, gates in (("lstm", 4), ("gru", 3), ("rnn", 1)):
         for ndir in (1, 2):
-            w = [_floats(rng, ndir, gates * hidden, n, lo=-0.5, hi=0.5) for n in (inputs, hidden)]
-            arrays = [_floats(rng, seq, batch, inputs), *w,
+            wr = [_floats(rng, ndir, gates * hidden, n, lo=-0.5, hi=0.5) for n in (inputs, hidden)]
+            arrays = [_floats(rng, seq, batch, inputs), *wr,
                       _floats(rng, ndir, 2 * gates * hidden, lo=-0.5, hi=0.5)]
             attrs = {"hidden_size": hidden, "use_bias": True}
             if ndir == 1:
@@ -324,7 +326,24 @@ def _recurrent_cases(rng) -> list[Case]:
                 attrs.update({"linear_before_reset": True} if kind == "gru" else {})
                 out.append(Case(kind, "bidirectional-lens", attrs,
                                 arrays + [np.array([seq, 2], "int32")]))
-    return out
+
+    def w(*shape):  # one direction's weights
+        return _floats(rng, 1, *shape, lo=-0.5, hi=0.5)
+    h, x = 4, _floats(rng, 3, 2, inputs)
+    return out + [
+        Case("lstm", "peepholes-clip-batch-major",
+             {"hidden_size": h, "layout": 1, "clip": 0.8, "use_bias": True,
+              "use_peepholes": True, "input_forget": True},
+             [_floats(rng, 2, 5, inputs), w(4 * h, inputs), w(4 * h, h), w(8 * h), w(3 * h)],
+             (1, 2, 3, 4)),
+        Case("gru", "reverse-activations",
+             {"hidden_size": h, "direction": "reverse", "activations": ["HardSigmoid", "Softsign"],
+              "activation_alpha": [0.3], "activation_beta": [0.4]},
+             [x, w(3 * h, inputs), w(3 * h, h)]),
+        Case("rnn", "relu-initial-state",
+             {"hidden_size": h, "activations": ["Relu"], "use_initial_h": True},
+             [x, w(h, inputs), w(h, h), w(2, h)], (1, 2)),
+    ]
 
 
 #: two regression trees over 3 features: interior nodes 0-2, leaves 0-4 (a leaf index space
