@@ -293,3 +293,20 @@ def test_if_with_data_dependent_shapes_runs_its_bodies_compiled():
     assert all("subgraph_runner" not in n.info for n in graph.index.nodes)  # caller's graph
     stats = lib.stats()
     assert "if_else" in stats["control_flow_ops"] and "if_else" not in stats["fallback_ops"]
+
+
+def test_nothing_to_compile_before_the_tail_gives_the_reference_module(caplog):
+    """NonZero straight on the input: no op precedes the data-dependent one, so the whole
+    graph is the reference interpreter's, and the build says so."""
+    import logging
+
+    _require("llvm")
+    nodes = [helper.make_node("NonZero", ["x"], ["nz"], name="find")]
+    model = make_model(nodes, [helper.make_tensor_value_info("x", F, [6])],
+                       [helper.make_tensor_value_info("nz", I64, [1, None])])
+    graph, params = nnvm.frontend.from_onnx(model, shape={"x": (6,)})
+    with caplog.at_level(logging.WARNING, logger="nnvm.compiler"):
+        lib = nnvm.compiler.build(graph, target="llvm", shape={"x": (6,)}, params=params)
+    assert lib.target == "reference" and "nothing precedes them" in caplog.text
+    x = np.array([0, 1, 0, 2, 3, 0], "float32")
+    _assert_matches(lib.run(x=x), ort_run(model, {"x": x}))

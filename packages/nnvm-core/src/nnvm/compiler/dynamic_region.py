@@ -175,6 +175,7 @@ def build_with_host_tail(graph: Graph, shapes: Mapping, dtypes: Mapping, params:
     inferred = _infer(graph, dict(shapes), dict(dtypes), dict(params))
     split = split_host_tail(inferred)
     if split.static is None:
+        _report(inferred, split, target, params)
         return build_part(graph, "reference", shapes, dtypes, params)
     all_shapes, all_dtypes = inferred.attrs["shape"], inferred.attrs["dtype"]
     idx = inferred.index
@@ -219,11 +220,13 @@ def _report(graph: Graph, split: TailSplit, target: str, params: Mapping) -> Non
         if node.op is None and node.name not in params:
             deciders.append(node.name)
         stack.extend(e.node for e in node.inputs)
+    where = "after the compiled part" if split.static is not None else \
+        "(nothing precedes them: the module is the reference interpreter's)"
     logger.warning(
         "%s: %d node(s) from '%s' (%s) on have shapes that depend on the data and run on the "
-        "host after the compiled part; they depend on input(s) %s (if those are constant in "
-        "your use, freeze them at import, from_onnx(freeze=...), to compile everything)",
-        target, len(split.host_nodes), first.name, first.op.name,
+        "host %s; they depend on input(s) %s (if those are constant in your use, freeze "
+        "them at import, from_onnx(freeze=...), to compile everything)",
+        target, len(split.host_nodes), first.name, first.op.name, where,
         ", ".join(f"'{n}'" for n in sorted(deciders)) or "(none)")
 
 
