@@ -1,6 +1,7 @@
-"""GEMM shapes the llvm templates fell off a cliff on (issue 14): weight panels as wide as the
-register tile, activation matmuls whose N no vector divides (ViT's 197 tokens). The integer
-GEMMs of ``test_llvm_quant`` use the same panels.
+"""GEMM and conv shapes the llvm templates fell off a cliff on (issue 14): weight panels as
+wide as the register tile, activation matmuls whose N no vector divides (ViT's 197 tokens),
+dilated convs whose outer taps read only padding (DeepLabV3's ASPP). The integer GEMMs and
+convs of ``test_llvm_quant`` take the same paths.
 
 Each case checks the result against NumPy; the panel test checks the packing against the
 template's own choice of tile, the invariant whose breach made every vector load a gather.
@@ -51,3 +52,26 @@ def test_activation_matmul_with_odd_width_matches_numpy(rng, sa, sb, ta):
     assert lib.stats()["num_fallback_kernels"] == 0
     want = np.matmul(np.swapaxes(a, -1, -2) if ta else a, b)
     np.testing.assert_allclose(lib.run(a=a, b=b)[0], want, rtol=1e-5, atol=1e-5)
+
+
+DILATED = [((1, 32, 16, 16), (16, 32, 3, 3), {"dilation": (36, 36), "padding": (36, 36)}),
+           ((1, 32, 16, 16), (16, 32, 3, 3), {"dilation": (12, 12), "padding": (12, 12)}),
+           ((1, 8, 10, 7), (24, 8, 3, 5), {"dilation": (6, 4), "padding": (6, 8),
+                                           "strides": (2, 1)}),
+           ((1, 8, 10, 7), (12, 8, 5, 5), {"dilation": (1, 9), "padding": (2, 18)})]
+
+
+@pytest.mark.parametrize("xs,ws,attrs", DILATED, ids=["aspp36", "aspp12", "stride-mixed",
+                                                      "one-axis"])
+@pytest.mark.parametrize("packed", [True, False])
+def test_conv_taps_reading_only_padding_are_dropped_exactly(rng, xs, ws, attrs, packed):
+    """Dropping the dead taps (and the padding they alone read) changes nothing."""
+    x = rng.standard_normal(xs).astype("float32")
+    w = rng.standard_normal(ws).astype("float32")
+    y = sym.conv2d(sym.Variable("x"), sym.Variable("w"), channels=ws[0], kernel_size=ws[2:],
+                   use_bias=False, **attrs)
+    params = {"w": w} if packed else {}
+    feed = {"x": x} if packed else {"x": x, "w": w}
+    lib, ref = (nnvm.compiler.build(y, target=t, shape={"x": xs, "w": ws}, params=dict(params))
+                for t in ("llvm", "reference"))
+    np.testing.assert_allclose(lib.run(**feed)[0], ref.run(**feed)[0], rtol=1e-5, atol=1e-5)

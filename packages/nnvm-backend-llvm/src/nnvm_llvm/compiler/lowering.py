@@ -597,6 +597,21 @@ def _conv_pack(attrs, shapes, ctx):
     return {1: ("conv2d", bn)} if bn > 1 else {}
 
 
+def _live_taps(k: int, s: int, d: int, pad: int, size: int, out: int) -> tuple:
+    """``(first, count, pad_before, pad_after)`` of the kernel taps along one axis that read
+    at least one input element; taps that read only padding contribute nothing. Why: the
+    ASPP convs of DeepLabV3 (3x3, dilation 24 and 36 on a 16x16 map) are 1x1 convs in
+    disguise; computed whole, two of them took 35 of its 72 ms multiplying zeros. The
+    padding shrinks with the taps; when the live taps would start past the padding (no
+    real model) the axis is left as it is."""
+    live = [r for r in range(k) if any(0 <= o * s - pad + r * d < size for o in range(out))]
+    if not live or live[0] * d > pad:
+        return 0, k, pad, max(0, (out - 1) * s + (k - 1) * d + 1 - pad - size)
+    first, count = live[0], live[-1] - live[0] + 1
+    before = pad - first * d
+    return first, count, before, max(0, (out - 1) * s + (count - 1) * d + 1 - before - size)
+
+
 def _padded(x, pads, name):
     pt, pl, pb, pr = pads
     if not any(pads):
@@ -615,8 +630,13 @@ def _conv2d(attrs, ins, outs, ctx):
         return grouped_conv2d(attrs, ins, outs, ctx)
     (kh, kw), (sh, sw), (dh, dw), pads = _conv_geometry(attrs)
     (n, oc, oh, ow), dtype = outs[0]
-    xp = _padded(x, pads, ctx.name)
     depthwise = groups != 1 and not grouped
+    # taps that read only padding are dropped (h0/w0: the first live tap)
+    (h0, kh, pt, pb), (w0, kw, pl, pr) = (
+        _live_taps(kh, sh, dh, pads[0], int(x.shape[2]), oh),
+        _live_taps(kw, sw, dw, pads[1], int(x.shape[3]), ow)) if not depthwise else (
+        (0, kh, pads[0], pads[2]), (0, kw, pads[1], pads[3]))
+    xp = _padded(x, (pt, pl, pb, pr), ctx.name)
     rh, rw = te.reduce_axis((0, kh), "rh"), te.reduce_axis((0, kw), "rw")
     if depthwise:
         y = te.compute((n, oc, oh, ow), lambda b, c, i, j: te.sum(
@@ -634,7 +654,7 @@ def _conv2d(attrs, ins, outs, ctx):
                 return rc if groups == 1 else (c // cog) * ic + rc
             y = te.compute((n, ocp, oh, ow), lambda b, c, i, j: te.sum(
                 xp[b, chan(c), i * sh + rh * dh, j * sw + rw * dw] *
-                w[c // bn, rc, rh, rw, c % bn],
+                w[c // bn, rc, rh + h0, rw + w0, c % bn],
                 axis=[rc, rh, rw]), name="anchor_conv2d")
             if ocp != oc:
                 full = y
@@ -642,7 +662,7 @@ def _conv2d(attrs, ins, outs, ctx):
                                name=ctx.name + "_unpad")
         else:
             y = te.compute((n, oc, oh, ow), lambda b, c, i, j: te.sum(
-                xp[b, rc, i * sh + rh * dh, j * sw + rw * dw] * w[c, rc, rh, rw],
+                xp[b, rc, i * sh + rh * dh, j * sw + rw * dw] * w[c, rc, rh + h0, rw + w0],
                 axis=[rc, rh, rw]), name="anchor_conv2d")
     if len(ins) > 2:
         bias = ins[2]
