@@ -28,7 +28,11 @@ from ..runtime.executor import _ffi, load_library
 #: relative error (to the largest output magnitude) a candidate's outputs may have
 VERIFY_RTOL = 1e-4
 #: seconds one timing repeat of a candidate aims at (its calls are batched to last this long)
-REPEAT_SECONDS = 0.01
+#: and the repeats per candidate: the minimum of many short repeats finds the quiet moments
+#: of a shared machine (on a 2-core box at load 4, 20 x 3 ms at 1 thread reproduced a conv's
+#: time within 1% whichever candidate ran first; 5 x 10 ms at 2 threads varied 2x)
+REPEAT_SECONDS = 0.003
+REPEATS = 20
 
 
 class Kernel:
@@ -85,7 +89,7 @@ def compile_round(kernel: Kernel, tgt, candidates: list[dict]):
 
 
 def run_round(kernel: Kernel, lib, candidates: list[dict], errors: dict, threads: int,
-              repeats: int = 5) -> list[tuple[float | None, str | None]]:
+              repeats: int = REPEATS) -> list[tuple[float | None, str | None]]:
     """``(seconds or None, error or None)`` per candidate; the pool runs ``threads``.
 
     Every candidate is verified first; then the timing repeats go round the candidates
