@@ -131,6 +131,7 @@ def test_data_dependent_model_matches_onnxruntime(name, target):
         assert lib.host_nodes and lib.stats()["host_nodes"] == len(lib.host_nodes)
         assert lib.static.target.split()[0] == target and lib.tail.target == "reference"
         assert None in lib.output_shapes  # the tail's shapes are known only at run time
+        assert hasattr(lib, "set_num_threads") == hasattr(lib.static, "set_num_threads")
         stats = lib.stats()  # host steps are counted as the backend counts its fallbacks
         fallbacks = stats.get("num_fallback_kernels", stats.get("num_fallback_ops"))
         assert fallbacks >= stats["host_nodes"]

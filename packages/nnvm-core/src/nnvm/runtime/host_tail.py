@@ -59,6 +59,15 @@ class HostTailModule(Module):
         self.params = {**tail.params, **static.params}
         _compile_bodies(tail.graph, static)
 
+    #: backend extras forwarded to the compiled part (present only when it has them, so
+    #: ``hasattr(module, "set_num_threads")`` keeps meaning "this backend has a pool")
+    _FORWARDED = frozenset({"set_num_threads", "num_threads"})
+
+    def __getattr__(self, name: str) -> Any:
+        if name in HostTailModule._FORWARDED and "static" in self.__dict__:
+            return getattr(self.static, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     def _execute(self, feed: dict[str, np.ndarray]) -> list[np.ndarray]:
         static_out = self.static.run(**_changed(feed, self.static))
         tail_feed = {}
