@@ -210,8 +210,11 @@ def export_c(module, path: str, cc: str | None = None) -> dict:
         NNVMError: the module has host (NumPy) fallback steps or non-numeric tensors, or the
         C compiler failed.
     """
+    from nnvm.compiler.dynamic_region import check_host_tail_free
+
     from .runtime.executor import LLVMModule
 
+    check_host_tail_free(module, "nnvm export-c")
     if not isinstance(module, LLVMModule):
         raise NNVMError(format_error("nnvm export-c", "needs a module of the llvm target",
                                      "an LLVMModule", type(module).__name__,
