@@ -9,8 +9,9 @@ once with those values exposed as outputs, which gives their exact shapes. Each 
 swept class becomes a *workload*: op type, attributes, input shapes and which inputs are
 constants (weights), deduplicated across models with a count and the models it came from.
 
-Classes the corpus does not contain (LRN, GRU) or holds only once come from ``EXTRAS``, each
-naming where its shape comes from (issue 14's AlexNet, the corpus LSTM's sizes).
+Classes the corpus does not contain (LRN, GRU, 3-D conv) or holds only once come from
+``EXTRAS``, each naming where its shape comes from (issue 14's AlexNet, the corpus LSTM's
+sizes, C3D).
 """
 
 from __future__ import annotations
@@ -112,6 +113,12 @@ EXTRAS = [
     workload("GRU", {"hidden_size": 128, "linear_before_reset": 1},
              [_f32((64, 1, 128)), _f32((1, 384, 128), True), _f32((1, 384, 128), True),
               _f32((1, 768), True)], 1, "extra: GRU over 64 steps, CRNN-OCR size"),
+    workload("Conv", {"kernel_shape": [3, 3, 3], "pads": [1] * 6},
+             [_f32((1, 3, 16, 112, 112)), _f32((64, 3, 3, 3, 3), True), _f32((64,), True)], 1,
+             "extra: 3-D conv, C3D's first layer (no corpus model has one)"),
+    workload("Conv", {"kernel_shape": [3, 3, 3], "pads": [1] * 6, "strides": [1, 2, 2]},
+             [_f32((1, 64, 8, 28, 28)), _f32((128, 64, 3, 3, 3), True)], 1,
+             "extra: 3-D conv, a strided video block (no corpus model has one)"),
     workload("InstanceNormalization", {"epsilon": 1e-5},
              [_f32((1, 64, 128, 128)), _f32((64,), True), _f32((64,), True)], 1,
              "extra: style-transfer instance norm"),
