@@ -21,7 +21,7 @@ pytest.importorskip("tvm", reason="the llvm compiler needs TVM (apache-tvm)")
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto as T, helper, numpy_helper  # noqa: E402
 
-ORT_TYPES = {np.dtype("uint8"): T.UINT8, np.dtype("int8"): T.INT8,
+ORT_TYPES = {np.dtype("uint8"): T.UINT8, np.dtype("int8"): T.INT8, np.dtype("uint16"): T.UINT16,
              np.dtype("float32"): T.FLOAT, np.dtype("int32"): T.INT32}
 
 
@@ -181,3 +181,37 @@ def test_dynamic_quantize_lstm_runs_compiled_and_matches_onnxruntime(rng):
                    ws, domain_ms=True)
     _check(model, feed, float_tol={"rtol": 1e-5, "atol": 1e-5})
 
+
+
+QDQ = [  # x shape, scale shape, quantised dtype, attrs, opset
+    ((3, 4, 5), (), "uint8", {}, 13),
+    ((3, 4, 5), (4,), "int8", {"axis": 1}, 13),
+    ((2, 6, 5), (2, 3, 5), "int8", {"axis": 1, "block_size": 2}, 21),
+    ((4, 7), (7,), "uint16", {"axis": -1}, 21),
+]
+
+
+@pytest.mark.parametrize("xs,ss,qdt,attrs,opset", QDQ,
+                         ids=["tensor-u8", "axis-i8", "blocked-i8", "axis-u16"])
+def test_quantize_dequantize_linear_match_onnxruntime_and_reference(rng, xs, ss, qdt, attrs,
+                                                                    opset):
+    """QuantizeLinear -> DequantizeLinear (static QDQ models): the integers equal, and the
+    dequantised floats are the same bits (both computed in float64, rounded once)."""
+    info = np.iinfo(qdt)
+    scale = rng.uniform(0.01, 0.2, ss).astype("float32")
+    zp = rng.integers(info.min // 2, info.max // 2 + 1, ss).astype(qdt)
+    x = (rng.standard_normal(xs) * 6).astype("float32")
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], **attrs),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], **attrs)]
+    qtype = {"uint8": T.UINT8, "int8": T.INT8, "uint16": T.UINT16}[qdt]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", T.FLOAT, xs)],
+        [helper.make_tensor_value_info("q", qtype, xs), helper.make_tensor_value_info(
+            "y", T.FLOAT, xs)],
+        [numpy_helper.from_array(scale, "s"), numpy_helper.from_array(zp, "z")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 10
+    got, feed = _check(model, {"x": x})
+    want = _build(model, {"x": x}, "reference").run(**feed)
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, np.asarray(b))

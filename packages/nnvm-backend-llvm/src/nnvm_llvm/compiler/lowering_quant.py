@@ -237,3 +237,62 @@ def _logical_w_shape(w, ctx, oc: int) -> tuple:
 def conv_kind(attrs) -> str:
     """Template of a ``conv_integer`` group: grouped ones are not the blocked conv2d."""
     return "conv2d" if int(attrs.get("groups", 1)) == 1 else "depthwise"
+
+
+# -- quantize_linear / dequantize_linear --------------------------------------------------------
+
+def _qdq_supports(attrs, shapes):
+    x, scale = shapes[0], shapes[1]
+    if x is None or scale is None:
+        return "quantize/dequantize of unknown shape"
+    return None
+
+
+def _param_at(p, x_shape, attrs):
+    """``f(index) -> element`` of a scale or zero point against ``x`` (``nnvm.ops.quantize``'s
+    ``_expand``): per tensor, per axis (1-D along ``axis``) or blocked (same rank as x,
+    ``block_size`` elements per entry along ``axis``)."""
+    if _is_scalar(p) and len(p.shape) <= 1:
+        return lambda i: _scalar(p)
+    axis = int(attrs["axis"]) % len(x_shape)
+    block = int(attrs["block_size"])
+    if block > 0 or len(p.shape) == len(x_shape) > 1:
+        def blocked(i):
+            return p[tuple((i[d] // block if d == axis else
+                            (0 if int(p.shape[d]) == 1 else i[d])) for d in range(len(i)))]
+        return blocked
+    return lambda i: p[i[axis]]
+
+
+@register("quantize_linear", "elemwise", supports=_qdq_supports)
+def _quantize_linear(attrs, ins, outs, ctx):
+    """``saturate(rint(x / scale) + zero_point)`` in float64, as the reference computes it
+    (the division in float64 rounds once; a float32 one could land on a different integer
+    at an exact half)."""
+    x, scale, zp = ins
+    shape, dtype = outs[0]
+    s_at, z_at = _param_at(scale, shape, attrs), _param_at(zp, shape, attrs)
+    lo, hi = (_const(v, "float64") for v in _int_range(dtype))
+
+    def body(*i):
+        q = te.nearbyint(x[i].astype("float64") / s_at(i).astype("float64")) + \
+            z_at(i).astype("float64")
+        return te.min(te.max(q, lo), hi).astype(dtype)
+    return te.compute(shape, body, name=ctx.name)
+
+
+def _int_range(dtype: str) -> tuple[int, int]:
+    bits = int("".join(ch for ch in dtype if ch.isdigit()))
+    return (0, 2 ** bits - 1) if dtype.startswith("u") else (-2 ** (bits - 1), 2 ** (bits - 1) - 1)
+
+
+@register("dequantize_linear", "elemwise", supports=_qdq_supports)
+def _dequantize_linear(attrs, ins, outs, ctx):
+    """``(x - zero_point) * scale`` in float64, rounded once to the scale's dtype: the
+    reference's arithmetic, so the floats are the same bits."""
+    x, scale, zp = ins
+    shape, dtype = outs[0]
+    s_at, z_at = _param_at(scale, shape, attrs), _param_at(zp, shape, attrs)
+    return te.compute(shape, lambda *i: ((x[i].astype("float64") - z_at(i).astype("float64"))
+                                         * s_at(i).astype("float64")).astype(dtype),
+                      name=ctx.name)
