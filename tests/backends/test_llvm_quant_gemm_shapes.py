@@ -1,6 +1,7 @@
 """GEMM and conv shapes the llvm templates fell off a cliff on (issue 14): weight panels as
 wide as the register tile, activation matmuls whose N no vector divides (ViT's 197 tokens),
-dilated convs whose outer taps read only padding (DeepLabV3's ASPP). The integer GEMMs and
+dilated convs whose outer taps read only padding (DeepLabV3's ASPP), softmax rows no vector
+divides (Whisper's 1500 frames). The integer GEMMs and
 convs of ``test_llvm_quant`` take the same paths.
 
 Each case checks the result against NumPy; the panel test checks the packing against the
@@ -75,3 +76,17 @@ def test_conv_taps_reading_only_padding_are_dropped_exactly(rng, xs, ws, attrs, 
     lib, ref = (nnvm.compiler.build(y, target=t, shape={"x": xs, "w": ws}, params=dict(params))
                 for t in ("llvm", "reference"))
     np.testing.assert_allclose(lib.run(**feed)[0], ref.run(**feed)[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(2, 197, 197), (3, 40), (4, 5, 33)])
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+def test_softmax_rows_split_into_vectors_and_tail_match_reference(rng, shape, op):
+    """Row max and sum taken over the whole vectors and the tail apart: same values, and a
+    -inf or NaN in the tail or the vector part behaves as the one-piece reduction."""
+    x = (rng.standard_normal(shape) * 4).astype("float32")
+    x.reshape(-1, shape[-1])[0, 3] = -np.inf
+    x.reshape(-1, shape[-1])[1, -1] = np.nan
+    y = getattr(sym, op)(sym.Variable("x"), axis=-1)
+    lib, ref = (nnvm.compiler.build(y, target=t, shape={"x": shape})
+                for t in ("llvm", "reference"))
+    np.testing.assert_allclose(lib.run(x=x)[0], ref.run(x=x)[0], rtol=1e-5, atol=1e-6)
