@@ -1,7 +1,7 @@
 """GEMM and conv shapes the llvm templates fell off a cliff on (issue 14): weight panels as
 wide as the register tile, activation matmuls whose N no vector divides (ViT's 197 tokens),
 dilated convs whose outer taps read only padding (DeepLabV3's ASPP), softmax rows no vector
-divides (Whisper's 1500 frames). The integer GEMMs and
+divides (Whisper's 1500 frames), concatenations of many inputs (DenseNet). The integer GEMMs and
 convs of ``test_llvm_quant`` take the same paths.
 
 Each case checks the result against NumPy; the panel test checks the packing against the
@@ -90,3 +90,19 @@ def test_softmax_rows_split_into_vectors_and_tail_match_reference(rng, shape, op
     lib, ref = (nnvm.compiler.build(y, target=t, shape={"x": shape})
                 for t in ("llvm", "reference"))
     np.testing.assert_allclose(lib.run(x=x)[0], ref.run(x=x)[0], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("n,axis", [(24, 1), (5, 2), (3, 3)])
+def test_concatenate_of_many_inputs_with_fused_epilogue_matches_numpy(rng, n, axis):
+    """Outer-axis concatenation picks its input by a tree of branches, the last axis by a
+    select chain: every element still comes from the right input, at every boundary."""
+    shapes = [tuple(4 + k if d == axis else (1, 6, 7, 9)[d] for d in range(4))
+              for k in range(n)]
+    xs = [rng.standard_normal(s).astype("float32") for s in shapes]
+    y = sym.relu(sym.concatenate(*[sym.Variable(f"x{k}") for k in range(n)], axis=axis)
+                 * 2.0 + 1.0)
+    lib = nnvm.compiler.build(y, target="llvm", shape={f"x{k}": s for k, s in
+                                                       enumerate(shapes)})
+    got = lib.run(**{f"x{k}": x for k, x in enumerate(xs)})[0]
+    np.testing.assert_allclose(got, np.maximum(np.concatenate(xs, axis=axis) * 2 + 1, 0),
+                               rtol=1e-6)

@@ -287,11 +287,26 @@ def _concatenate(attrs, ins, outs, ctx):
         def read(t, off, size):
             k = tvm.tirx.max(tvm.tirx.min(j - off, size - 1), 0)
             return t[i[:axis] + (k,) + i[axis + 1:]]
+        if axis != len(shape) - 1:
+            return _branch_tree(j, parts, read)
         value = read(*parts[-1])
         for t, off, size in reversed(parts[:-1]):
             value = tvm.tirx.Select(j < off + size, read(t, off, size), value)
         return value
     return te.compute(shape, body, name=ctx.name)
+
+
+def _branch_tree(j, parts, read):
+    """The part holding index ``j`` by a balanced tree of lazy ``if_then_else`` (real
+    branches, only the taken side loads). For a concatenation along an outer axis ``j`` is
+    the same across the vectorised innermost axis, so each branch is decided once per row;
+    the eager ``Select`` chain loaded every input for every element: DenseNet's
+    concatenations of up to 49 inputs (fused with BatchNorm and ReLU) ran at 1 GFLOP/s."""
+    if len(parts) == 1:
+        return read(*parts[0])
+    mid = len(parts) // 2
+    return tvm.tirx.if_then_else(j < parts[mid][1], _branch_tree(j, parts[:mid], read),
+                                 _branch_tree(j, parts[mid:], read))
 
 
 @register("broadcast_to")
