@@ -97,7 +97,7 @@ def test_build_applies_best_records_and_matches_reference(tuned, tmp_path):
         if r["seconds"] is not None:
             by_workload.setdefault(r["workload"], []).append(r)
     best = {w: min(rs, key=rank_key(rs)) for w, rs in by_workload.items()}
-    lib = _build(y, params, tune_log=log)
+    lib = _build(y, params, tune_log=log, num_threads=1)  # the records' thread count
     info = lib.stats()["tuning"]
     assert info["tuned"] == len(best)
     assert {(r["workload"], json.dumps(r["knobs"], sort_keys=True)) for r in info["records"]} \
@@ -203,3 +203,33 @@ def test_cli_tunes_a_graph_json_into_its_log(tmp_path, capsys, monkeypatch):
     out = capsys.readouterr().out
     assert "settings measured" in out and str(log) in out
     assert {r["kind"] for r in read_log(str(log))} >= {"conv2d", "dense"}
+
+
+def test_parallel_knob_of_another_thread_count_is_dropped(tmp_path):
+    """Serial always wins at 1 thread: a 1-thread record tunes a 2-thread build's tiles but
+    leaves its parallel choice to the heuristic; at its own thread count it applies whole."""
+    from nnvm_llvm.tuning.records import append_record, best_records
+
+    log = str(tmp_path / "t.jsonl")
+    base = {"workload": "w", "target": "t", "cpu": "c", "error": None}
+    append_record(log, {**base, "knobs": {"mr": 4, "parallel": False}, "seconds": 1.0,
+                        "threads": 1, "relative": 0.9})
+    append_record(log, {**base, "knobs": {"mr": 8, "parallel": True}, "seconds": 2.0,
+                        "threads": 1, "relative": 1.0})
+    assert best_records([log], "t", "c", threads=2)["w"]["knobs"] == {"mr": 4}
+    assert best_records([log], "t", "c", threads=1)["w"]["knobs"] == {"mr": 4, "parallel": False}
+    assert best_records([log], "t", "other cpu", threads=1) == {}
+
+
+def test_odd_channel_conv_row_tile_matches_reference():
+    """A 1-channel conv (a score map) is tiled along the row one vector wide; still exact."""
+    rng = np.random.default_rng(5)
+    x = sym.Variable("x")
+    y = sym.sigmoid(sym.conv2d(x, channels=1, kernel_size=(3, 3), padding=(1, 1), name="c"))
+    params = {"c_weight": rng.standard_normal((1, 8, 3, 3)).astype("float32"),
+              "c_bias": rng.standard_normal(1).astype("float32")}
+    shape = {"x": (1, 8, 10, 37)}
+    xv = rng.standard_normal(shape["x"]).astype("float32")
+    got = nnvm.compiler.build(y, target="llvm", shape=shape, params=params, tune_log="off")
+    ref = nnvm.compiler.build(y, target="reference", shape=shape, params=params)
+    np.testing.assert_allclose(got.run(x=xv)[0], ref.run(x=xv)[0], rtol=1e-5, atol=1e-5)

@@ -34,6 +34,8 @@ RECORD_VERSION = 1
 #: ISA flags the templates' choices depend on (vector width, FMA); part of the CPU key
 CPU_FLAGS = ("avx512f", "avx2", "fma", "neon", "asimd")
 _REQUIRED = ("workload", "target", "cpu", "knobs")
+#: knobs whose best value depends on the thread count, not only on the CPU and the shape
+THREAD_KNOBS = frozenset({"parallel"})
 
 
 def default_log() -> str:
@@ -154,7 +156,8 @@ def best_records(paths: Iterable[str], target: str, cpu: str,
     """``{workload: fastest successful record}`` for this target and CPU across ``paths``.
 
     When records of a workload were measured at several thread counts, those at
-    ``threads`` (the build's) win; else every count competes."""
+    ``threads`` (the build's) win; else every count competes for the tiles, and the
+    thread-dependent knobs (``THREAD_KNOBS``) are dropped from the winner."""
     by_workload: dict[str, list[dict]] = {}
     for path in paths:
         for rec in _cached_read(path):
@@ -164,8 +167,14 @@ def best_records(paths: Iterable[str], target: str, cpu: str,
             by_workload.setdefault(rec["workload"], []).append(rec)
     best = {}
     for wl, recs in by_workload.items():
-        recs = [r for r in recs if threads and r.get("threads") == threads] or recs
-        best[wl] = min(recs, key=rank_key(recs))
+        same = [r for r in recs if threads and r.get("threads") == threads]
+        rec = min(same or recs, key=rank_key(same or recs))
+        if not same and THREAD_KNOBS & set(rec["knobs"]):
+            # whether to run in parallel was decided at another thread count (at 1 thread
+            # serial always wins): keep the heuristic's choice for this build's count
+            rec = {**rec, "knobs": {k: v for k, v in rec["knobs"].items()
+                                    if k not in THREAD_KNOBS}}
+        best[wl] = rec
     return best
 
 

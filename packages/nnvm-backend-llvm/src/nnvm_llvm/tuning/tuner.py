@@ -147,6 +147,8 @@ def tune(model, target: str = "llvm", *, trials: int = 16, log: str | None = Non
         res = KernelResult(gl.pretty, gl.kind, wl)
         result.kernels.append(res)
         space = knob_space(gl.primfunc(lanes), ScheduleInfo(gl.kind, lanes))
+        if threads == 1:  # serial always wins at one thread: nothing to learn about it
+            space = {k: v[:1] if k in records.THREAD_KNOBS else v for k, v in space.items()}
         if not space:
             res.skipped = "no tunable template"
             continue
