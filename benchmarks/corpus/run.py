@@ -98,6 +98,11 @@ def compare(got, want, tol: dict) -> tuple[bool, float, float, str]:
     return ok, max_abs, max_abs / max(scale, 1e-12), ""
 
 
+def _nnvm_dtype(array) -> str:
+    """NNVM's dtype name for a feed: text arrays (NumPy object or unicode) are "string"."""
+    return "string" if array.dtype.kind in "OU" else array.dtype.name
+
+
 def _fallbacks(stats: dict) -> tuple[int | None, list]:
     """Host (NumPy reference) steps of a compiled module: llvm reports
     ``num_fallback_kernels``/``fallback_ops``; opencl ``num_fallback_ops`` and a dict
@@ -177,7 +182,7 @@ def run_model(entry: dict, target: str, threads: int | None, root: Path | None) 
         t0 = time.perf_counter()
         lib = nnvm.compiler.build(graph, target=target,
                                   shape={k: v for k, v in shapes.items() if k in ins},
-                                  dtype={k: v.dtype.name for k, v in feed.items() if k in ins},
+                                  dtype={k: _nnvm_dtype(v) for k, v in feed.items() if k in ins},
                                   params=params, **opts)
         row["build_s"] = round(time.perf_counter() - t0, 3)
         try:

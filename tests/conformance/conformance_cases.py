@@ -467,6 +467,7 @@ def _data_dependent_cases() -> list[Case]:
              [np.array([[[0, 0, 1, 1], [0, 0.1, 1, 1.1], [0, 2, 1, 3], [0, 2.05, 1, 3.05]]],
                        "float32"),
               np.array([[[0.9, 0.8, 0.7, 0.95], [0.1, 0.6, 0.5, 0.4]]], "float32")]),
+        *_runtime_shape_cases(),
         Case("string_concat", "pairs", {}, [_strings("a", "bc", ""), _strings("x", "", "yz")]),
         Case("regex_full_match", "digits", {"pattern": r"\d+"},
              [_strings("123", "12a", "", "7")]),
@@ -474,6 +475,23 @@ def _data_dependent_cases() -> list[Case]:
              {"case_change_action": "LOWER", "stopwords": ("the",)},
              [_strings("The", "Cat", "the", "Mat")]),
         Case("string_split", "whitespace", {}, [_strings("a b", "c", "d  e f")]),
+    ]
+
+
+def _runtime_shape_cases() -> list[Case]:
+    """Shapes, K and bounds read at run time (``nnvm.ops.dynamic_shape``: detection tails)."""
+    x = np.arange(24, dtype="float32").reshape(2, 3, 4) - 11.5
+    i64 = lambda *v: np.array(v, "int64")  # noqa: E731
+    return [
+        Case("shape_of", "mid", {"start": 1, "end": 3}, [x]),
+        Case("size_of", "3d", {}, [x]),
+        Case("constant_of_shape", "int-fill", {"value": 7.0, "dtype": "int64"}, [i64(2, 3)]),
+        Case("dynamic_reshape", "copy-infer", {}, [x, i64(0, -1)]),
+        Case("dynamic_topk", "k2-smallest", {"axis": 1, "largest": False}, [x, i64(2)]),
+        Case("dynamic_slice", "neg-step", {}, [x, i64(2, 0), i64(-5, 4), i64(1, 2),
+                                                i64(-1, 3)]),
+        Case("dynamic_expand", "bidirectional", {}, [x[:, :1, :1], i64(1, 5, 3)]),
+        Case("dynamic_tile", "reps", {}, [x[0], i64(2, 1)]),
     ]
 
 

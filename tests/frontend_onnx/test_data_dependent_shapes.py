@@ -20,6 +20,7 @@ import nnvm  # noqa: E402
 from nnvm.compiler.dynamic_region import check_host_tail_free  # noqa: E402
 from nnvm_onnx.errors import NeedsConstantError  # noqa: E402
 
+import run_time_shape_models  # noqa: E402
 from onnx_test_helpers import make_model, ort_run  # noqa: E402
 
 F, I64 = TensorProto.FLOAT, TensorProto.INT64
@@ -84,10 +85,12 @@ def _feeds():
         "nonzero": {"x": rng.standard_normal(24).astype("float32")},
         "nms": {"raw_boxes": np.concatenate([corners, corners], axis=2),
                 "logits": rng.standard_normal((1, 1, 12)).astype("float32")},
+        **{name: run_time_shape_models.feed(name) for name in run_time_shape_models.MODELS},
     }
 
 
-MODELS = {"nonzero": _nonzero_model, "nms": _nms_model}
+#: the last two read shapes, K and bounds at run time (nnvm.ops.dynamic_shape)
+MODELS = {"nonzero": _nonzero_model, "nms": _nms_model, **run_time_shape_models.MODELS}
 
 
 def _require(target: str) -> None:
@@ -149,6 +152,34 @@ def test_tail_shapes_follow_each_run():
         _assert_matches(lib.run(x=x), want)
 
 
+@pytest.mark.parametrize("target", ["reference", "llvm"])
+@pytest.mark.parametrize("name", sorted(run_time_shape_models.MODELS))
+def test_run_time_shapes_follow_each_run(name, target):
+    """Inputs selecting different counts: every shape read at run time is that run's, and on
+    a compiled target the ops reading them are in the host tail."""
+    lib, _ = _build(name, target)
+    for seed in (1, 2, 3):
+        feed = run_time_shape_models.feed(name, seed)
+        _assert_matches(lib.run(**feed), ort_run(MODELS[name](), feed))
+    if target != "reference":
+        tail_ops = {n.op.name for n in lib.tail.graph.index.nodes if n.op is not None}
+        want = {"shape_of", "dynamic_topk"} if name == "clamped_topk" else {
+            "shape_of", "size_of", "constant_of_shape", "range", "dynamic_reshape",
+            "dynamic_slice", "dynamic_expand", "dynamic_tile"}
+        assert want <= tail_ops
+
+
+def test_shape_of_a_static_tensor_still_folds():
+    """Shape/Size of a tensor whose shape is known stay import-time constants."""
+    model = make_model([helper.make_node("Shape", ["x"], ["s"]),
+                        helper.make_node("Size", ["x"], ["n"])],
+                       [helper.make_tensor_value_info("x", F, [2, 6])],
+                       [helper.make_tensor_value_info("s", I64, [2]),
+                        helper.make_tensor_value_info("n", I64, [])])
+    graph, _ = nnvm.frontend.from_onnx(model, shape={"x": (2, 6)})
+    assert not [n for n in graph.index.nodes if n.op is not None]
+
+
 LOAD = textwrap.dedent("""
     import sys, numpy as np, nnvm
     lib = nnvm.runtime.load(sys.argv[1])
@@ -207,13 +238,15 @@ def test_static_shapes_true_still_refuses_with_the_node_named():
 
 
 def test_op_needing_a_run_time_shape_names_the_data_dependent_op():
-    """ONNX Shape of a NonZero result needs a shape that exists only at run time: the error
-    names the NonZero node it follows from, not just the graph input."""
+    """A Split into equal parts of a dim known only at run time still needs it at import
+    (Shape, Reshape, TopK... read it at run time: test_run_time_shapes.py): the error names
+    the NonZero node it follows from, not just the graph input."""
     nodes = [helper.make_node("NonZero", ["x"], ["nz"], name="find"),
-             helper.make_node("Shape", ["nz"], ["s"], name="count")]
+             helper.make_node("Split", ["nz"], ["a", "b"], axis=1, name="halve")]
     model = make_model(nodes, [helper.make_tensor_value_info("x", F, [6])],
-                       [helper.make_tensor_value_info("s", I64, [2])])
-    with pytest.raises(NeedsConstantError, match=r"'count'.*depends on the data.*'find'"):
+                       [helper.make_tensor_value_info("a", I64, [1, None]),
+                        helper.make_tensor_value_info("b", I64, [1, None])])
+    with pytest.raises(NeedsConstantError, match=r"'halve'.*depends on the data.*'find'"):
         nnvm.frontend.from_onnx(model, shape={"x": (6,)})
 
 

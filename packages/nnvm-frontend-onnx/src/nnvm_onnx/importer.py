@@ -280,6 +280,14 @@ class NodeContext:
             raise self.importer.needs_constant(self, v, f"the shape of '{v.name}'", shape=True)
         return v.shape
 
+    def data_dependent(self, i: int | Value) -> bool:
+        """Whether input ``i`` is computed downstream of a data-dependent op (NonZero, NMS...):
+        its value and shape exist only at run time, so a converter that would fold it (a
+        shape, a K, a reshape target) builds a run-time op (``nnvm.ops.dynamic_shape``)."""
+        v = self.input(i) if isinstance(i, int) else i
+        return v.const is None and v.entry is not None and \
+            bool(v.entry.node.info.get(DATA_DEPENDENT))
+
     def rank(self, i: int | Value) -> int:
         v = self.input(i) if isinstance(i, int) else i
         if v.rank is None:
@@ -948,6 +956,8 @@ class _CaptureScope(Scope):
         var = self.builder.unique(name)
         local = Value(name, entry=self.builder.variable(var, v.shape, v.dtype), shape=v.shape,
                       dtype=v.dtype, rank=v.rank, default=getattr(v, "default", None))
+        if v.entry is not None and v.entry.node.info.get(DATA_DEPENDENT):
+            local.entry.node.info[DATA_DEPENDENT] = True  # its shape is known only at run time
         self.captured_list.append((var, v))
         self._local[name] = local
         return local

@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 
 #: Op families in definition order (later families may use earlier ops in gradients).
-FAMILIES = ("elemwise", "nn", "reduce", "transform", "system", "math", "indexing", "layout", "norm", "nn_nd", "image", "sequence", "control_flow", "vision", "quantize", "onnx_extra", "text", "ml")
+FAMILIES = ("elemwise", "nn", "reduce", "transform", "system", "math", "indexing", "layout", "norm", "nn_nd", "image", "sequence", "control_flow", "vision", "quantize", "onnx_extra", "text", "ml", "dynamic_shape")
 
 #: ops a family defines with ``op_once`` that an earlier family already defined (the earlier
 #: record wins; the standard families were written in parallel); kept for reports

@@ -236,24 +236,33 @@ def _constant(ctx, node):
 
 @converter("ConstantOfShape")
 def _constant_of_shape(ctx, node):
+    value = ctx.attr("value", np.zeros((1,), dtype=np.float32))
+    if ctx.data_dependent(0):  # the shape exists only at run time
+        return [ctx.op("constant_of_shape", cast(ctx, ctx.input(0), "int64"),
+                       value=float(value.reshape(-1)[0]), dtype=value.dtype.name)]
     shape = [int(d) for d in ctx.const(0).reshape(-1)]
     if any(d < 0 for d in shape):
         raise OnnxImportError(format_error(ctx.where, "negative dimension in shape", got=shape))
-    value = ctx.attr("value", np.zeros((1,), dtype=np.float32))
     return [ctx.constant(np.full(shape, value.reshape(-1)[0], dtype=value.dtype))]
 
 
 @converter("Shape")
 def _shape(ctx, node):
-    shape = ctx.shape(0)
-    rank = len(shape)
+    x = ctx.input(0)
+    runtime = x.shape is None and ctx.data_dependent(x)
+    rank = ctx.rank(x) if runtime else len(ctx.shape(x))
     start = ctx.attr("start", 0)
     end = ctx.attr("end", rank)
     start = min(max(start + rank if start < 0 else start, 0), rank)
     end = min(max(end + rank if end < 0 else end, 0), rank)
-    return [ctx.constant(np.array(shape[start:end], dtype=np.int64), name=node.output[0])]
+    if runtime:  # dims known only at run time (downstream of NonZero...): read them then
+        return [ctx.op("shape_of", x, start=start, end=max(start, end))]
+    return [ctx.constant(np.array(x.shape[start:end], dtype=np.int64), name=node.output[0])]
 
 
 @converter("Size")
 def _size(ctx, node):
-    return [ctx.constant(np.array(int(np.prod(ctx.shape(0))), dtype=np.int64))]
+    x = ctx.input(0)
+    if x.shape is None and ctx.data_dependent(x):
+        return [ctx.op("size_of", x)]
+    return [ctx.constant(np.array(int(np.prod(ctx.shape(x))), dtype=np.int64))]

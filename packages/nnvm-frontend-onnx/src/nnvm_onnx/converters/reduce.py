@@ -37,7 +37,7 @@ def _reduce(kind):
         keep = bool(ctx.attr("keepdims", 1))
         kw = dict(axis=axes, keepdims=keep)
         if kind in ("sum", "mean", "max", "min", "prod"):
-            if ctx.shape(x) and 0 in ctx.shape(x) and kind in ("max", "min"):
+            if x.shape and 0 in x.shape and kind in ("max", "min"):
                 return [_empty_extreme(ctx, x, axes, keep, kind)]
             return [ctx.op(kind, x, **kw)]
         if kind == "l1":
@@ -52,7 +52,7 @@ def _reduce(kind):
         if kind == "logsum":
             return [ctx.op("log", ctx.op("sum", x, **kw))]
         if kind == "logsumexp":
-            if ctx.shape(x) and 0 in ctx.shape(x):
+            if x.shape and 0 in x.shape:
                 return [ctx.op("log", ctx.op("sum", x, **kw))]
             m = ctx.op("max", x, axis=axes, keepdims=True)
             s = ctx.op("sum", ctx.op("exp", ctx.op("broadcast_sub", x, m)), axis=axes,

@@ -32,7 +32,10 @@ def _reshape_v1(ctx, node):
 
 @converter("Reshape", since=5, requires=("reshape",))
 def _reshape_v5(ctx, node):
-    return [_reshape(ctx, ctx.input(0), _ints(ctx.const(1)), bool(ctx.attr("allowzero", 0)))]
+    allowzero = bool(ctx.attr("allowzero", 0))
+    if ctx.data_dependent(1):  # the target exists only at run time
+        return [ctx.op("dynamic_reshape", ctx.input(0), ctx.input(1), allowzero=allowzero)]
+    return [_reshape(ctx, ctx.input(0), _ints(ctx.const(1)), allowzero)]
 
 
 def _reshape(ctx, x, target, allowzero):
@@ -70,11 +73,23 @@ def _reshape(ctx, x, target, allowzero):
 @converter("Flatten", requires=("reshape",))
 def _flatten(ctx, node):
     x = ctx.input(0)
+    if x.shape is None and ctx.data_dependent(x):
+        return [_flatten_at_run_time(ctx, x, norm_axis(ctx, ctx.attr("axis", 1),
+                                                       ctx.rank(x) + 1))]
     shape = ctx.shape(x)
     axis = ctx.attr("axis", 1)
     axis = axis + len(shape) if axis < 0 else axis
     outer = int(np.prod(shape[:axis])) if axis else 1
     return [reshape_to(ctx, x, (outer, int(np.prod(shape[axis:]))))]
+
+
+def _flatten_at_run_time(ctx, x, axis):
+    """Flatten of a tensor whose dims exist only at run time: (prod(dims[:axis]), -1)."""
+    if axis == 0:
+        return ctx.op("reshape", x, shape=(1, -1))
+    outer = ctx.op("prod", ctx.op("shape_of", x, start=0, end=axis), axis=(0,), keepdims=True)
+    target = ctx.op("concatenate", outer, ctx.constant(np.array([-1], dtype=np.int64)), axis=0)
+    return ctx.op("dynamic_reshape", x, target)
 
 
 @converter("Transpose", requires=("transpose",))
@@ -102,13 +117,19 @@ def _concat(ctx, node):
 @converter("Split", requires=("strided_slice",))
 def _split(ctx, node):
     x = ctx.input(0)
-    shape = ctx.shape(x)
-    axis = norm_axis(ctx, ctx.attr("axis", 0), len(shape))
-    n = ctx.num_outputs
     if ctx.opset >= 13:
         sizes = _ints(ctx.const(1)) if ctx.has_input(1) else None
     else:
         sizes = ctx.attr("split", None)
+    if x.shape is None and sizes and ctx.data_dependent(x):  # dims known only at run time
+        axis = norm_axis(ctx, ctx.attr("axis", 0), ctx.rank(x))
+        bounds = np.cumsum([0] + list(sizes))
+        return [ctx.op("dynamic_slice", x, *(ctx.constant(np.array([v], dtype=np.int64)) for v in
+                                             (b, e, axis, 1)))
+                for b, e in zip(bounds[:-1], bounds[1:])]
+    shape = ctx.shape(x)
+    axis = norm_axis(ctx, ctx.attr("axis", 0), len(shape))
+    n = ctx.num_outputs
     dim = shape[axis]
     if not sizes:
         if ctx.opset >= 18 and ctx.has_attr("num_outputs"):
@@ -167,6 +188,9 @@ def _slice_v1(ctx, node):
 
 @converter("Slice", since=10, requires=("strided_slice",))
 def _slice_v10(ctx, node):
+    x = ctx.input(0)
+    if any(ctx.has_input(i) and ctx.data_dependent(i) for i in range(5)):
+        return [_slice_at_run_time(ctx, x)]
     starts = _ints(ctx.const(1))
     ends = _ints(ctx.const(2))
     axes = _ints(ctx.const(3)) if ctx.has_input(3) else list(range(len(starts)))
@@ -174,7 +198,20 @@ def _slice_v10(ctx, node):
     return [_slice(ctx, ctx.input(0), starts, ends, axes, steps)]
 
 
+def _slice_at_run_time(ctx, x):
+    """Slice whose bounds or input dims exist only at run time (downstream of NonZero...)."""
+    n = ctx.shape(1)[0] if ctx.input(1).shape else 1
+    axes = ctx.input(3) if ctx.has_input(3) else ctx.constant(np.arange(n, dtype=np.int64))
+    steps = ctx.input(4) if ctx.has_input(4) else ctx.constant(np.ones(n, dtype=np.int64))
+    bounds = [cast(ctx, v, "int64") for v in (ctx.input(1), ctx.input(2), axes, steps)]
+    return ctx.op("dynamic_slice", x, *bounds)
+
+
 def _slice(ctx, x, starts, ends, axes, steps):
+    if x.shape is None and ctx.data_dependent(x):
+        return _slice_at_run_time(ctx, x) if ctx.opset >= 10 else ctx.op(
+            "dynamic_slice", x, *(ctx.constant(np.asarray(v, dtype=np.int64)) for v in (
+                starts, ends, axes, steps)))
     shape = ctx.shape(x)
     rank = len(shape)
     begin, end, stride = [0] * rank, list(shape), [1] * rank
@@ -270,11 +307,15 @@ def _scatter_nd(ctx, node):
 
 @converter("Expand", requires=("expand",))
 def _expand(ctx, node):
+    if ctx.data_dependent(1):
+        return [ctx.op("dynamic_expand", ctx.input(0), cast(ctx, ctx.input(1), "int64"))]
     return [ctx.op("expand", ctx.input(0), shape=tuple(_ints(ctx.const(1))))]
 
 
 @converter("Tile", requires=("tile",))
 def _tile(ctx, node):
+    if ctx.data_dependent(1):
+        return [ctx.op("dynamic_tile", ctx.input(0), cast(ctx, ctx.input(1), "int64"))]
     return [ctx.op("tile", ctx.input(0), reps=tuple(_ints(ctx.const(1))))]
 
 
@@ -286,8 +327,12 @@ def _range(ctx, node):
 @converter("TopK", requires=("topk",))
 def _topk_v1(ctx, node):
     x = ctx.input(0)
-    k = ctx.attr("k") if ctx.opset < 10 else _ints(ctx.const(1))[0]
     axis = norm_axis(ctx, ctx.attr("axis", -1), ctx.rank(x))
+    if ctx.opset >= 10 and ctx.data_dependent(1):  # K exists only at run time
+        return ctx.op_multi("dynamic_topk", x, cast(ctx, ctx.input(1), "int64"), axis=axis,
+                            largest=bool(ctx.attr("largest", 1)),
+                            sorted=bool(ctx.attr("sorted", 1)))[:2]
+    k = ctx.attr("k") if ctx.opset < 10 else _ints(ctx.const(1))[0]
     return ctx.op_multi("topk", x, k=k, axis=axis, largest=bool(ctx.attr("largest", 1)),
                         sorted=bool(ctx.attr("sorted", 1)))[:2]
 
