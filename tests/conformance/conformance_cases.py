@@ -490,6 +490,7 @@ def _runtime_shape_cases() -> list[Case]:
         Case("dynamic_topk", "k2-smallest", {"axis": 1, "largest": False}, [x, i64(2)]),
         Case("dynamic_slice", "neg-step", {}, [x, i64(2, 0), i64(-5, 4), i64(1, 2),
                                                 i64(-1, 3)]),
+        Case("dynamic_split", "uneven", {"axis": 2, "num_outputs": 3}, [x]),
         Case("dynamic_expand", "bidirectional", {}, [x[:, :1, :1], i64(1, 5, 3)]),
         Case("dynamic_tile", "reps", {}, [x[0], i64(2, 1)]),
     ]

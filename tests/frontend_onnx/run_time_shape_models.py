@@ -49,6 +49,7 @@ def shape_chain_model():
         _node("Div", ["count1", "two"], ["half"]),
         _node("Slice", ["picked", "zero1", "half", "zero1"], ["first_half"]),
         _node("Split", ["idx", "ones"], ["rows", "cols"], axis=1),
+        _node("Split", ["idx"], ["left", "right"], axis=1),
         _node("Concat", ["count1", "two"], ["wide"], axis=0),
         _node("Expand", ["column", "wide"], ["expanded"]),
         _node("Tile", ["row", "col_shape"], ["tiled"]),
@@ -61,7 +62,8 @@ def shape_chain_model():
     outs = {"idx_shape": (I64, [2]), "idx_cols": (I64, [1]), "size": (I64, []),
             "filled": (F, [None, 3]), "ramp": (I64, [None]), "flat": (F, [None, 1]),
             "col_max": (F, [1, 1]), "inner": (F, [None]), "first_half": (F, [None]),
-            "rows": (I64, [None, 1]), "cols": (I64, [None, 1]), "expanded": (F, [None, 2]),
+            "rows": (I64, [None, 1]), "cols": (I64, [None, 1]),
+            "left": (I64, [None, 1]), "right": (I64, [None, 1]), "expanded": (F, [None, 2]),
             "tiled": (F, [None, 3])}
     return make_model(nodes, [helper.make_tensor_value_info("x", F, [2, 6])],
                       [helper.make_tensor_value_info(k, t, s) for k, (t, s) in outs.items()],

@@ -135,6 +135,22 @@ defs.op("dynamic_slice", doc="ONNX Slice read at run time: bounds and/or the inp
         dtype=_dtype_of_data, reference=_dynamic_slice_ref, pattern=OPAQUE,
         TDynamicShape=True, support_level=4)
 
+def _dynamic_split_ref(attrs, x):
+    """ONNX Split without sizes: chunks of ceil(dim / n), the last one smaller."""
+    axis, n = attrs["axis"] % x.ndim, attrs["num_outputs"]
+    chunk = -(-x.shape[axis] // n)
+    return tuple(np.array(np.take(x, np.arange(i * chunk, min((i + 1) * chunk, x.shape[axis])),
+                                  axis=axis)) for i in range(n))
+
+
+defs.op("dynamic_split", doc="ONNX Split into num_outputs near-equal parts of an axis whose "
+        "length is known only at run time.", inputs=("data",),
+        outputs=lambda attrs: [f"output{i}" for i in range(attrs["num_outputs"])],
+        params=[Param("axis", "int", 0, "axis"),
+                Param("num_outputs", "int", doc="how many parts")],
+        shape=_unknown, dtype=lambda attrs, ins, outs: (ins, [ins[0]] * len(outs)),
+        reference=_dynamic_split_ref, pattern=OPAQUE, TDynamicShape=True, support_level=4)
+
 defs.op("dynamic_expand", doc="ONNX Expand with a run-time shape (bidirectional broadcast).",
         inputs=("data", "shape"), shape=_unknown, dtype=_dtype_of_data,
         reference=lambda attrs, x, s: np.array(np.broadcast_to(

@@ -121,8 +121,12 @@ def _split(ctx, node):
         sizes = _ints(ctx.const(1)) if ctx.has_input(1) else None
     else:
         sizes = ctx.attr("split", None)
-    if x.shape is None and sizes and ctx.data_dependent(x):  # dims known only at run time
+    if x.shape is None and ctx.data_dependent(x):  # dims known only at run time
         axis = norm_axis(ctx, ctx.attr("axis", 0), ctx.rank(x))
+        if not sizes:
+            n = ctx.attr("num_outputs") if ctx.opset >= 18 and ctx.has_attr("num_outputs") \
+                else ctx.num_outputs
+            return ctx.op_multi("dynamic_split", x, axis=axis, num_outputs=n)
         bounds = np.cumsum([0] + list(sizes))
         return [ctx.op("dynamic_slice", x, *(ctx.constant(np.array([v], dtype=np.int64)) for v in
                                              (b, e, axis, 1)))
