@@ -1,7 +1,8 @@
 """GEMM and conv shapes the llvm templates fell off a cliff on (issue 14): weight panels as
 wide as the register tile, activation matmuls whose N no vector divides (ViT's 197 tokens),
 dilated convs whose outer taps read only padding (DeepLabV3's ASPP), softmax rows no vector
-divides (Whisper's 1500 frames), concatenations of many inputs (DenseNet). The integer GEMMs and
+divides (Whisper's 1500 frames) and max/sum rows likewise (magika's GELU + global max
+pool), concatenations of many inputs (DenseNet). The integer GEMMs and
 convs of ``test_llvm_quant`` take the same paths.
 
 Each case checks the result against NumPy; the panel test checks the packing against the
@@ -106,3 +107,21 @@ def test_concatenate_of_many_inputs_with_fused_epilogue_matches_numpy(rng, n, ax
     got = lib.run(**{f"x{k}": x for k, x in enumerate(xs)})[0]
     np.testing.assert_allclose(got, np.maximum(np.concatenate(xs, axis=axis) * 2 + 1, 0),
                                rtol=1e-6)
+
+
+@pytest.mark.parametrize("n", [508, 64, 20])
+@pytest.mark.parametrize("op", ["max", "min", "sum", "mean"])
+def test_row_reductions_in_vector_lanes_keep_nan_and_infinities(rng, n, op):
+    """Row reductions (whole vectors and tail apart when the row needs it) over a fused
+    GELU-like epilogue: a NaN anywhere gives NaN, an all -inf (max) or +inf (min) row
+    gives that infinity, other rows the plain result."""
+    x = rng.standard_normal((6, n)).astype("float32")
+    x[1, n - 1] = np.nan
+    x[2, 3] = np.nan
+    x[3, :] = -np.inf if op == "max" else np.inf
+    x[4, 0] = -np.inf
+    v = sym.Variable("x")
+    y = getattr(sym, op)(sym.tanh(v) * v if op in ("sum", "mean") else v * 1.5, axis=(-1,))
+    lib, ref = (nnvm.compiler.build(y, target=t, shape={"x": x.shape})
+                for t in ("llvm", "reference"))
+    np.testing.assert_allclose(lib.run(x=x)[0], ref.run(x=x)[0], rtol=1e-5, atol=1e-5)
