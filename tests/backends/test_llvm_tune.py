@@ -114,8 +114,9 @@ def test_build_applies_best_records_and_matches_reference(tuned, tmp_path):
         name = next(n for n in zf.namelist() if n.endswith("executor.json"))
         shipped = json.loads(zf.read(name))["tuning"]
     assert shipped == info
-    np.testing.assert_allclose(nnvm.runtime.load(str(path)).run(x=xv)[0], ref.run(x=xv)[0],
-                               rtol=1e-4, atol=1e-4)
+    loaded = nnvm.runtime.load(str(path))
+    assert loaded.stats()["tuning"] == info  # a deployed artifact says how it was tuned
+    np.testing.assert_allclose(loaded.run(x=xv)[0], ref.run(x=xv)[0], rtol=1e-4, atol=1e-4)
 
 
 def test_env_variable_names_the_log(tuned, monkeypatch):

@@ -26,8 +26,9 @@ def nnvm_plugin_info() -> dict:
 
 @hookimpl
 def nnvm_add_cli_commands(subparsers) -> None:
-    """``nnvm cache info|clear`` (the llvm kernel cache) and ``nnvm export-c`` (a model as a
-    standalone C library); neither imports TVM."""
+    """``nnvm cache info|clear`` (the llvm kernel cache), ``nnvm export-c`` (a model as a
+    standalone C library) and ``nnvm tune`` (search the kernels' schedule knobs); none imports
+    TVM until it runs."""
     import argparse
 
     p = subparsers.add_parser(
@@ -43,8 +44,10 @@ def nnvm_add_cli_commands(subparsers) -> None:
     p.set_defaults(func=_cmd_cache)
 
     from .export_c import add_cli_commands  # nnvm export-c (imports no TVM either)
+    from .tuning.cli import add_cli_commands as add_tune_command  # nnvm tune (TVM on use)
 
     add_cli_commands(subparsers)
+    add_tune_command(subparsers)
 
 
 def _cmd_cache(args) -> int:

@@ -290,7 +290,7 @@ class LLVMModule(Module):
         lib: the loaded library (a ``tvm_ffi.Module``).
         so_bytes: the library file, exported as ``lib.so``.
         plan: the executor plan (see ``nnvm_llvm.compiler.codegen``).
-        build_info: compiler statistics for ``stats()`` (empty after loading).
+        build_info: compiler statistics for ``stats()`` (after loading: only the applied tuning).
 
     Thread safety: ``run(**inputs)`` may be called from many threads; calls are serialised
     by the module's lock (``Module._lock``), held for the whole call including the binding
@@ -685,5 +685,6 @@ def load_artifact(artifact, num_threads: int | None = None) -> LLVMModule:
     check_plan(plan, artifact.graph(), artifact.params)  # before any native code is mapped
     so = artifact.members["lib.so"]
     lib = load_library(so)
+    tuning = plan.get("tuning", {"tuned": 0, "records": []})  # what build applied, shipped
     return LLVMModule(artifact.graph(), artifact.params, artifact.manifest["target"], lib, so,
-                      plan, num_threads=num_threads)
+                      plan, build_info={"tuning": tuning}, num_threads=num_threads)
