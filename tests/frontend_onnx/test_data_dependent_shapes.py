@@ -169,6 +169,32 @@ def test_run_time_shapes_follow_each_run(name, target):
         assert want <= tail_ops
 
 
+@pytest.mark.parametrize("max_pairs", [None, -1], ids=["overlap-pairs", "blocked"])
+@pytest.mark.parametrize("spread", [30.0, 400.0], ids=["dense", "sparse"])
+def test_nms_over_many_boxes_matches_onnxruntime(spread, max_pairs, monkeypatch):
+    """NonMaxSuppression over 3,000 boxes in 2 classes, with score ties: both ways the kernel
+    finds suppressions (the overlapping-pairs list, and the blocked matrix it falls back to
+    when boxes overlap too much) give onnxruntime's selection in its order."""
+    from nnvm.ops import vision
+
+    if max_pairs is not None:
+        monkeypatch.setattr(vision, "_MAX_PAIRS", max_pairs)
+    rng = np.random.default_rng(7)
+    corner = rng.uniform(0, spread, (1, 3000, 2))
+    boxes = np.concatenate([corner, corner + rng.uniform(0.5, 6, (1, 3000, 2))], axis=2)
+    feed = {"boxes": boxes.astype("float32"),
+            "scores": np.round(rng.uniform(0, 1, (1, 2, 3000)), 2).astype("float32")}
+    node = helper.make_node("NonMaxSuppression", ["boxes", "scores", "limit", "iou"], ["sel"])
+    model = make_model([node], [helper.make_tensor_value_info("boxes", F, [1, 3000, 4]),
+                                helper.make_tensor_value_info("scores", F, [1, 2, 3000])],
+                       [helper.make_tensor_value_info("sel", I64, [None, 3])],
+                       [helper.make_tensor("limit", I64, [1], [2500]),
+                        helper.make_tensor("iou", F, [1], [0.45])])
+    graph, params = nnvm.frontend.from_onnx(model, shape={k: v.shape for k, v in feed.items()})
+    lib = nnvm.compiler.build(graph, target="reference", params=params)
+    _assert_matches(lib.run(**feed), ort_run(model, feed))
+
+
 def test_shape_of_a_static_tensor_still_folds():
     """Shape/Size of a tensor whose shape is known stay import-time constants."""
     model = make_model([helper.make_node("Shape", ["x"], ["s"]),

@@ -29,16 +29,93 @@ def _corners(boxes, center_point_box):
                      np.maximum(x1, x2)], axis=-1)
 
 
-def _iou(box, others):
-    ih = np.minimum(box[2], others[:, 2]) - np.maximum(box[0], others[:, 0])
-    iw = np.minimum(box[3], others[:, 3]) - np.maximum(box[1], others[:, 1])
+def _iou(a, b):
+    """IoU of boxes ``a[..., :]`` and ``b[..., :]`` (broadcast); 0 where a box or the union is
+    empty (onnxruntime's rule)."""
+    ih = np.minimum(a[..., 2], b[..., 2]) - np.maximum(a[..., 0], b[..., 0])
+    iw = np.minimum(a[..., 3], b[..., 3]) - np.maximum(a[..., 1], b[..., 1])
     inter = np.maximum(ih, 0) * np.maximum(iw, 0)
-    area = (box[2] - box[0]) * (box[3] - box[1])
-    areas = (others[:, 2] - others[:, 0]) * (others[:, 3] - others[:, 1])
-    union = area + areas - inter
+    area_a = (a[..., 2] - a[..., 0]) * (a[..., 3] - a[..., 1])
+    area_b = (b[..., 2] - b[..., 0]) * (b[..., 3] - b[..., 1])
+    union = area_a + area_b - inter
     with np.errstate(invalid="ignore", divide="ignore"):
-        iou = np.where((area > 0) & (areas > 0) & (union > 0), inter / union, 0.0)
-    return iou
+        return np.where((area_a > 0) & (area_b > 0) & (union > 0), inter / union, 0.0)
+
+
+def _iou_matrix(a, b):
+    """IoU of every box of ``a`` (k, 4) with every box of ``b`` (m, 4), as (k, m)."""
+    return _iou(a[:, None, :], b[None, :, :])
+
+
+def _greedy_keep(corners, order, iou_t, limit, block=256):
+    """Greedy NMS over ``order`` (indices, best first): keep a box unless its IoU with a kept
+    one exceeds ``iou_t``. Why blocks: candidates are tested against every box kept so far
+    in one array operation per block, and only a block's own boxes greedily one by one, so
+    thousands of boxes (a detector's batched-class trick) cost matrix work, not one Python
+    step per kept box over all the rest."""
+    kept = np.empty(0, dtype=np.int64)
+    for start in range(0, order.size, block):
+        if kept.size >= limit:
+            break
+        cand = order[start:start + block]
+        if kept.size:
+            cand = cand[(_iou_matrix(corners[kept], corners[cand]) <= iou_t).all(axis=0)]
+        if not cand.size:
+            continue
+        inner = _iou_matrix(corners[cand], corners[cand]) <= iou_t
+        alive = np.ones(cand.size, dtype=bool)
+        picked: list[int] = []
+        for i in range(cand.size):
+            if alive[i]:
+                picked.append(i)
+                if kept.size + len(picked) >= limit:
+                    break
+                alive[i + 1:] &= inner[i, i + 1:]
+        kept = np.concatenate([kept, cand[picked]])
+    return kept
+
+
+#: most box pairs whose y ranges overlap that ``_overlap_keep`` lists before it gives way to
+#: ``_greedy_keep`` (dense, heavily overlapping boxes): bounds its memory to ~100 MB
+_MAX_PAIRS = 4_000_000
+
+
+def _overlap_keep(corners, order, iou_t, limit):
+    """Greedy NMS from the list of box pairs that overlap at all, or None when there are too
+    many. Why: a detector's post-processing runs NMS over thousands of boxes spread over the
+    image (and over per-class offsets, torchvision's batched-NMS trick), few of which touch:
+    finding the pairs by a sort on y and testing only those beats comparing all pairs."""
+    if order.size == 0 or not iou_t >= 0 or not np.isfinite(corners[order]).all():
+        return None  # a negative threshold suppresses disjoint boxes too; NaN compares false
+    box = corners[order]  # candidate positions 0..n-1 are ranks in score order
+    by_y = np.argsort(box[:, 0], kind="stable")
+    y1 = box[by_y, 0]
+    lo = np.searchsorted(y1, y1, side="left")
+    hi = np.searchsorted(y1, box[by_y, 2], side="left")  # starts before this box's end
+    counts = np.maximum(hi - lo, 0)
+    total = int(counts.sum())
+    if total > _MAX_PAIRS:
+        return None
+    rows = np.repeat(np.arange(order.size), counts)
+    cols = lo[rows] + np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+    a, b = by_y[rows], by_y[cols]
+    pair = a != b
+    a, b = a[pair], b[pair]
+    hit = ~(_iou(box[a], box[b]) <= iou_t)
+    src = np.concatenate([a[hit], b[hit]])
+    dst = np.concatenate([b[hit], a[hit]])
+    srt = np.argsort(src, kind="stable")
+    src, dst = src[srt], dst[srt]
+    start = np.searchsorted(src, np.arange(order.size + 1))
+    suppressed = np.zeros(order.size, dtype=bool)
+    kept: list[int] = []
+    for i in range(order.size):
+        if not suppressed[i]:
+            kept.append(i)
+            if len(kept) >= limit:
+                break
+            suppressed[dst[start[i]:start[i + 1]]] = True
+    return order[np.array(kept, dtype=np.int64)] if limit > 0 else order[:0]
 
 
 def _nms_ref(attrs, boxes, scores):
@@ -51,13 +128,10 @@ def _nms_ref(attrs, boxes, scores):
             s = scores[b, c].astype(np.float64)
             cand = np.arange(s.size) if score_t is None else np.nonzero(s > score_t)[0]
             cand = cand[np.argsort(-s[cand], kind="stable")]  # ties: lower index first
-            kept: list[int] = []
-            while cand.size and len(kept) < limit:
-                best = cand[0]
-                kept.append(best)
-                rest = cand[1:]
-                cand = rest[_iou(corners[b, best], corners[b, rest]) <= iou_t]
-            out += [(b, c, k) for k in kept]
+            keep = _overlap_keep(corners[b], cand, iou_t, limit)
+            if keep is None:
+                keep = _greedy_keep(corners[b], cand, iou_t, limit)
+            out += [(b, c, k) for k in keep]
     return np.array(out, dtype=np.int64).reshape(-1, 3)
 
 
