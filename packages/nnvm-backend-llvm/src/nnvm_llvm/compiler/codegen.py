@@ -113,6 +113,15 @@ class _GroupLowering:
                 refs.append({"entry": e})
         return refs + [{"entry": e} for e in self.outputs]
 
+    def schedule_info(self, lanes: int, knobs: dict | None = None) -> ScheduleInfo:
+        """What the template gets: the packed weight block binds its tile (a register tile
+        wider than the packed panel, e.g. 16 columns over RegNet's 8-channel groups, makes
+        every weight load a gather), plus the tuned knobs."""
+        blocks = {lay: b for lay, b in self.node_packed.get(self.group.master, {}).values()}
+        return ScheduleInfo(self.kind, lanes, dense_block=blocks.get("dense") or
+                            blocks.get("matmul"), conv_block=blocks.get("conv2d"),
+                            knobs=dict(knobs or {}))
+
     def primfunc(self, lanes: int):
         """Build the group's TE and return the unscheduled PrimFunc."""
         graph, idx = self.graph, self.graph.index
@@ -295,7 +304,7 @@ def build_module(graph, params, target, config) -> LLVMModule:
         if name not in funcs:
             func = cache.get_kernel(key)
             if func is None:
-                func = schedule(gl.primfunc(lanes), ScheduleInfo(gl.kind, lanes, knobs=knobs))
+                func = schedule(gl.primfunc(lanes), gl.schedule_info(lanes, knobs))
                 cache.put_kernel(key, func)
             if record:
                 applied.append({"kernel": name, "workload": record["workload"], "knobs": knobs,

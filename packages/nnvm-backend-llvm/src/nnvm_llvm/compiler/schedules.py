@@ -183,7 +183,7 @@ def schedule_dense(sch, func, info: ScheduleInfo) -> bool:
     i, j, k = sch.get_loops(anchor)
     m, n, kk = _extent(sch, i), _extent(sch, j), _extent(sch, k)
     knobs = info.knobs
-    nr = knobs.get("nr") or _dense_nr(n, info)
+    nr = info.dense_block or knobs.get("nr") or _dense_nr(n, info)
     mr = knobs.get("mr") or _dense_mr(m, nr, info)
     kc = knobs["kc"] if "kc" in knobs else _dense_kc(m, kk, mr, nr)
     io, ii = sch.split(i, [None, mr])
@@ -276,7 +276,8 @@ def _conv_tile(oc: int, ow: int, ic: int, info: ScheduleInfo) -> tuple[int, int,
         # a row tile one vector wide instead (nnvm tune found 4 -> 16 columns 9x faster)
         reg_n = info.lanes
     k = info.knobs
-    return k.get("bn") or bn, k.get("reg_n") or reg_n, k.get("rc_bn") or rc_bn
+    bn = info.conv_block or k.get("bn") or bn  # the packed block binds: it is the weight panel
+    return bn, k.get("reg_n") or reg_n, k.get("rc_bn") or rc_bn
 
 
 def schedule_conv2d(sch, func, info: ScheduleInfo) -> bool:
@@ -476,7 +477,8 @@ def _dense_space(sch, info: ScheduleInfo) -> dict:
     m, n, kk = _extent(sch, i), _extent(sch, j), _extent(sch, k)
     nr = _dense_nr(n, info)
     mr = _dense_mr(m, nr, info)
-    return {"nr": _choices(nr, *_divisors(n, (2 * info.lanes, info.lanes, 8))),
+    return {"nr": [nr] if info.dense_block else
+            _choices(nr, *_divisors(n, (2 * info.lanes, info.lanes, 8))),
             "mr": _choices(mr, *_divisors(m, (1, 2, 3, 4, 6, 8, 12, 16))),
             "kc": _choices(_dense_kc(m, kk, mr, nr), 0,
                            *[d for d in _divisors(kk, (64, 128, 256, 512)) if d < kk]),
@@ -498,7 +500,8 @@ def _conv2d_space(sch, info: ScheduleInfo) -> dict:
     if ow < 4 and oh >= 8:  # the column image of schedule_conv2d: rows are the tile axis
         ow = oh
     bn, reg_n, rc_bn = _conv_tile(oc, ow, ic, info)
-    return {"bn": _choices(bn, *_divisors(oc, (info.lanes, 2 * info.lanes, 8))),
+    return {"bn": [bn] if info.conv_block else
+            _choices(bn, *_divisors(oc, (info.lanes, 2 * info.lanes, 8))),
             "reg_n": _choices(reg_n, *_divisors(ow, (4, 6, 7, 8, 12, 14, 16, 28)),
                               *((8, 16) if ow >= 16 else ())),
             "rc_bn": _choices(rc_bn, *_divisors(ic, (4, 8, 16, 32, 64, ic))),

@@ -21,7 +21,7 @@ import time
 import numpy as np
 
 from ..compiler.codegen import _compile
-from ..compiler.schedules import ScheduleInfo, schedule
+from ..compiler.schedules import schedule
 from ..runtime import buffers
 from ..runtime.executor import _ffi, load_library
 
@@ -68,7 +68,7 @@ def compile_round(kernel: Kernel, tgt, candidates: list[dict]):
     funcs, errors = {}, {}
     gl, lanes = kernel.gl, kernel.lanes
     for i, knobs in enumerate(candidates):
-        info = ScheduleInfo(gl.kind, lanes, knobs=dict(knobs))
+        info = gl.schedule_info(lanes, knobs)
         try:
             func = schedule(gl.primfunc(lanes), info)
         except Exception as exc:  # noqa: BLE001 - a TVM schedule error: this candidate only

@@ -115,7 +115,7 @@ def tune(model, target: str = "llvm", *, trials: int = 16, log: str | None = Non
     from nnvm.backend import parse_target
 
     from ..compiler.codegen import kernel_lowerings
-    from ..compiler.schedules import ScheduleInfo, knob_space
+    from ..compiler.schedules import knob_space
     from ..compiler.target import tvm_target, vector_lanes
     from . import measure
 
@@ -146,7 +146,7 @@ def tune(model, target: str = "llvm", *, trials: int = 16, log: str | None = Non
         wl = records.workload_key(gl.signature)
         res = KernelResult(gl.pretty, gl.kind, wl)
         result.kernels.append(res)
-        space = knob_space(gl.primfunc(lanes), ScheduleInfo(gl.kind, lanes))
+        space = knob_space(gl.primfunc(lanes), gl.schedule_info(lanes))
         if threads == 1:  # serial always wins at one thread: nothing to learn about it
             space = {k: v[:1] if k in records.THREAD_KNOBS else v for k, v in space.items()}
         if not space:
