@@ -96,13 +96,18 @@ defs.op_once("dequantize_linear", doc="ONNX DequantizeLinear: (x - zero point) *
 
 
 def _dyn_ref(attrs, x):
-    lo = min(0.0, float(x.min())) if x.size else 0.0
-    hi = max(0.0, float(x.max())) if x.size else 0.0
-    scale = np.float32((hi - lo) / 255.0)
-    zp = np.uint8(np.clip(np.rint(0 - lo / scale), 0, 255)) if scale else np.uint8(0)
-    y = _saturate(np.rint(x / scale) + float(zp), np.uint8) if scale else \
-        np.full(x.shape, zp, np.uint8)
-    return y, np.array(scale, np.float32), np.array(zp, np.uint8)
+    """In float32 throughout, as onnxruntime computes it (float64 differs by an ulp in the
+    scale for ~1 in 6 inputs); an all-zero input gets scale 1 (onnxruntime's choice: every
+    value then quantises to the zero point exactly)."""
+    f32 = np.float32
+    lo = min(f32(0), f32(x.min())) if x.size else f32(0)
+    hi = max(f32(0), f32(x.max())) if x.size else f32(0)
+    scale = f32((hi - lo) / f32(255))
+    if scale == 0:
+        scale = f32(1)
+    zp = np.uint8(np.clip(np.rint(f32(0) - lo / scale), 0, 255))
+    y = _saturate(np.rint(x.astype(f32) / scale) + f32(zp), np.uint8)
+    return y, np.array(scale, f32), np.array(zp, np.uint8)
 
 
 defs.op_once("dynamic_quantize_linear", doc="ONNX DynamicQuantizeLinear: uint8 quantisation "
