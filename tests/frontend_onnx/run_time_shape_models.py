@@ -72,7 +72,8 @@ def shape_chain_model():
 
 def clamped_topk_model():
     """The top min(5, kept) scores of those above a threshold, as SSD heads do per class:
-    TopK's K is computed from the data (ReduceMin over Concat(Shape, K))."""
+    TopK's K is computed from the data (ReduceMin over Concat(Shape, K)); and the lowest
+    min(Size, 3) of them (K from Min(Size, K))."""
     nodes = [
         _node("Sigmoid", ["logits"], ["scores"]),
         _node("Greater", ["scores", "th"], ["mask"]),
@@ -83,11 +84,17 @@ def clamped_topk_model():
         _node("Concat", ["n", "k_max"], ["both"], axis=0),
         _node("ReduceMin", ["both"], ["k"], keepdims=1),
         _node("TopK", ["kept", "k"], ["top", "top_idx"]),
+        _node("Size", ["kept"], ["size"]),
+        _node("Unsqueeze", ["size", "zero"], ["size1"]),
+        _node("Min", ["size1", "k_small"], ["k2"]),
+        _node("TopK", ["kept", "k2"], ["low", "low_idx"], largest=0),
     ]
-    inits = [helper.make_tensor("th", F, [], [0.5]), _i64("zero", 0), _i64("k_max", 5)]
+    inits = [helper.make_tensor("th", F, [], [0.5]), _i64("zero", 0), _i64("k_max", 5), _i64("k_small", 3)]
     return make_model(nodes, [helper.make_tensor_value_info("logits", F, [12])],
                       [helper.make_tensor_value_info("top", F, [None]),
-                       helper.make_tensor_value_info("top_idx", I64, [None])], inits)
+                       helper.make_tensor_value_info("top_idx", I64, [None]),
+                       helper.make_tensor_value_info("low", F, [None]),
+                       helper.make_tensor_value_info("low_idx", I64, [None])], inits)
 
 
 MODELS = {"shape_chain": shape_chain_model, "clamped_topk": clamped_topk_model}
