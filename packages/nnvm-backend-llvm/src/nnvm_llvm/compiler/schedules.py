@@ -370,11 +370,7 @@ def schedule_rows(sch, func, info: ScheduleInfo) -> bool:
     if _is_reduction(sch, out):
         # the reduction writes the output itself (a global max/mean over a fused epilogue
         # such as GELU): partial results in vector lanes, or the fused math runs scalar
-        rf = None
-        for lanes in (info.lanes, info.lanes // 2, 4):
-            rf = _try(_rfactor_lanes, sch, out, lanes)
-            if rf is not None:
-                break
+        rf = _rfactor_widest(sch, out, info.lanes)
         spatial = [lp for lp, iv in zip(sch.get_loops(out), sch.get(out).iter_vars)
                    if int(iv.iter_type) == 0]
         if len(spatial) > 1:
@@ -388,22 +384,62 @@ def schedule_rows(sch, func, info: ScheduleInfo) -> bool:
     loops = sch.get_loops(out)
     if len(loops) < 2:
         return False
+    keep = _kept_axes(sch, out)
     # vector partial reductions first, so compute_at below places them in the row loop too
     rfs = [rf for b in _blocks(sch) if not sch.get(b).same_as(sch.get(out))
-           and _is_reduction(sch, b) for rf in [_try(_rfactor_lanes, sch, b, info.lanes)]
+           and _is_reduction(sch, b) for rf in [_rfactor_widest(sch, b, info.lanes)]
            if rf is not None]
     loops = sch.get_loops(out)
-    outer = sch.fuse(*loops[:-1])
+    if 0 < keep < len(loops) - 1:
+        # statistics over several trailing axes (instance norm's H x W): one row is all of
+        # them, so the statistics are computed once per row, not once per output line
+        outer = sch.fuse(*loops[:keep])
+        inner = sch.fuse(*loops[keep:])
+        vec = _pick(_extent(sch, inner), (info.lanes, info.lanes // 2, 4))
+        if vec > 1:
+            _try(sch.vectorize, sch.split(inner, [None, vec])[1])
+    else:
+        outer = sch.fuse(*loops[:-1])
+        inner = None
     others = [b for b in _blocks(sch) if not sch.get(b).same_as(sch.get(out))]
     for p in reversed(others):  # consumers first, so each producer lands under `outer`
         _try(sch.compute_at, p, outer)
-    _try(sch.vectorize, sch.get_loops(out)[-1])
-    total = _extent(sch, outer) * _extent(sch, sch.get_loops(out)[-1])
+    if inner is None:
+        _try(sch.vectorize, sch.get_loops(out)[-1])
+    total = 1
+    for lp in sch.get_loops(out):
+        total *= max(_extent(sch, lp), 1)
     if info.knobs.get("parallel", total >= PARALLEL_MIN_WORK // 4) and _extent(sch, outer) > 1:
         _try(sch.parallel, outer)
     for rf in rfs:
         _vectorize_partials(sch, rf)
     return True
+
+
+def _kept_axes(sch, out) -> int:
+    """How many leading axes of the output the row statistics vary along: the rank of the
+    widest reduction result, trailing kept (size-1) dims dropped. ``(n, c, 1, 1)`` moments
+    of an NCHW instance norm give 2, a softmax over the last axis ``len(shape) - 1``."""
+    keep = 0
+    for b in _blocks(sch):
+        if sch.get(b).same_as(sch.get(out)) or not _is_reduction(sch, b):
+            continue
+        dims = [int(d) if isinstance(d, tvm.tirx.IntImm) else -1
+                for d in sch.get(b).writes[0].buffer.shape]
+        while dims and dims[-1] == 1:
+            dims.pop()
+        keep = max(keep, len(dims))
+    return keep
+
+
+def _rfactor_widest(sch, block, lanes: int):
+    """:func:`_rfactor_lanes` with the widest of one vector, half a vector or 4 lanes that
+    divides the row (a 152-wide row keeps 8 partial sums instead of a scalar chain)."""
+    for n in (lanes, lanes // 2, 4):
+        rf = _try(_rfactor_lanes, sch, block, n)
+        if rf is not None:
+            return rf
+    return None
 
 
 def _vectorize_partials(sch, rf) -> None:
