@@ -135,6 +135,12 @@ def _parallel_vectorize(sch, block, lanes: int, vectorize: bool = True) -> None:
         if _extent(sch, outer) * n_in >= PARALLEL_MIN_WORK and _extent(sch, outer) > 1:
             _try(sch.parallel, outer)
         return
+    last = _extent(sch, loops[-1])
+    if vectorize and last % lanes and _pick(last, (lanes // 2, 4)) > 1:
+        # a vector must not straddle two rows: an operand broadcast along the rows (batch
+        # norm's per-channel scale) or the row index itself turns into per-lane gathers
+        # (BatchNorm 1x64x200x152 ran 3-35x slower per element than 1x16x400x304)
+        lanes = _pick(last, (lanes // 2, 4))
     fused = sch.fuse(*loops) if len(loops) > 1 else loops[0]
     total = _extent(sch, fused)
     if total <= 0:
