@@ -125,6 +125,13 @@ def _parallel_vectorize(sch, block, lanes: int, vectorize: bool = True) -> None:
     loops = sch.get_loops(block)
     if not loops:
         return
+    last = _extent(sch, loops[-1])
+    if vectorize and len(loops) > 2 and _pick(last, (lanes, lanes // 2, 4)) == 1:
+        # a row no vector divides (38, 19, 10 wide): one plain loop per image plane, LLVM's
+        # loop vectoriser handles its remainder; split flat, the vectors straddle rows and
+        # channels and every lane is a gather (BatchNorm 1x128x50x38 ran 6x onnxruntime)
+        loops = loops[:-2] + [sch.fuse(*loops[-2:])]
+        vectorize = False
     if not vectorize and len(loops) > 1 and _extent(sch, loops[-1]) >= 8:
         inner = loops[-1]
         outer = sch.fuse(*loops[:-1]) if len(loops) > 2 else loops[0]
@@ -135,7 +142,6 @@ def _parallel_vectorize(sch, block, lanes: int, vectorize: bool = True) -> None:
         if _extent(sch, outer) * n_in >= PARALLEL_MIN_WORK and _extent(sch, outer) > 1:
             _try(sch.parallel, outer)
         return
-    last = _extent(sch, loops[-1])
     if vectorize and last % lanes and _pick(last, (lanes // 2, 4)) > 1:
         # a vector must not straddle two rows: an operand broadcast along the rows (batch
         # norm's per-channel scale) or the row index itself turns into per-lane gathers
