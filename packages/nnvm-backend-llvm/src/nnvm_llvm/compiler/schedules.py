@@ -417,8 +417,11 @@ def schedule_rows(sch, func, info: ScheduleInfo) -> bool:
     others = [b for b in _blocks(sch) if not sch.get(b).same_as(sch.get(out))]
     for p in reversed(others):  # consumers first, so each producer lands under `outer`
         _try(sch.compute_at, p, outer)
-    if inner is None:
-        _try(sch.vectorize, sch.get_loops(out)[-1])
+    row = sch.get_loops(out)[-1]
+    if inner is None and _pick(_extent(sch, row), (info.lanes, info.lanes // 2, 4)) > 1:
+        # a row no vector divides (3199 wide) stays a plain loop for LLVM's vectoriser:
+        # one vector as wide as the row was 1.4x slower
+        _try(sch.vectorize, row)
     total = 1
     for lp in sch.get_loops(out):
         total *= max(_extent(sch, lp), 1)
