@@ -96,3 +96,16 @@ def test_nan_poisons_only_its_statistics(rng, kind):
     assert np.isnan(want).any() and not np.isnan(want).all()
     ok = ~np.isnan(want)
     np.testing.assert_allclose(got[ok], want[ok], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("other", [(1, 1, 9, 1), (1, 4, 1, 1), (1, 1, 1, 13), (9, 13)])
+def test_odd_width_planes_broadcast_along_any_axis(rng, other):
+    """Elementwise kernels over planes whose rows no vector divides run one loop per plane:
+    operands broadcast along rows, channels or columns still line up."""
+    shape = (2, 4, 9, 13)
+    x = sym.Variable("x")
+    y = sym.relu(x * sym.Variable("w") + 1.0)
+    params = {"w": rng.standard_normal(other).astype("float32")}
+    xv = rng.standard_normal(shape).astype("float32")
+    got, want = _both(y, shape, params, xv)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
