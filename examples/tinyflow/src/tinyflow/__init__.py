@@ -20,7 +20,7 @@ from ._base import (Operation, TinyFlowError, Variable, abs, argmax, assign, cas
 from .session import Session
 from .shape_inference import infer_variable_shapes
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 
 def _ensure_ops_registered() -> None:

@@ -3,4 +3,4 @@
 Importing the package does not import CuPy; see ``plugin`` for the availability states.
 """
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"

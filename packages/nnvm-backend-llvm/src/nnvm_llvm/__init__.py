@@ -4,4 +4,4 @@
 ``nnvm_llvm.runtime`` runs exported libraries with apache-tvm-ffi alone.
 """
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"

@@ -1,3 +1,3 @@
 """NNVM OpenCL backend: generated OpenCL C kernels run through PyOpenCL."""
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"

@@ -22,7 +22,7 @@ from .renderer import CLikeRenderer, Kernel, TensorArg
 from .rules import EXPR_RULES, VALUE_RULES
 from .templates import TEMPLATES
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 __all__ = ["CLikeRenderer", "EXPR_RULES", "GraphInfo", "Kernel", "KernelBuilder", "Step",
            "TEMPLATES", "TensorArg", "VALUE_RULES", "lower_graph", "lower_group", "lowerable"]

@@ -7,7 +7,7 @@ backends are separate packages found through the ``nnvm`` entry-point group.
 
 from __future__ import annotations
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 from . import attribute, compiler, frontend, graph, name, op, runtime, symbol  # noqa: E402
 from .errors import NNVMError  # noqa: E402

@@ -1,3 +1,3 @@
 """NNVM optimisation passes: folding, simplification, fusion, memory planning, placement, layout, autodiff."""
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"

@@ -11,5 +11,5 @@ from __future__ import annotations
 from .inference import map_batches
 from .runner import ArtifactRunner
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 __all__ = ["ArtifactRunner", "map_batches"]
