@@ -64,6 +64,11 @@ def _isinf(ctx, node):
 @converter("PRelu", requires=("prelu",))
 def _prelu(ctx, node):
     x, slope = ctx.input(0), ctx.input(1)
+    rank, slope_shape = ctx.rank(x), ctx.shape(slope)
+    if ctx.opset < 7 and len(slope_shape) == 1 and slope_shape[0] != 1 and rank > 2:
+        # Before opset 7 PRelu used ONNX's legacy broadcast: a (C,) slope is per channel,
+        # aligned to axis 1 (PyTorch's exporter relied on it), not to the last axis as numpy.
+        slope = ctx.op("reshape", slope, shape=slope_shape + (1,) * (rank - 2))
     return [ctx.op("prelu", x, cast(ctx, slope, ctx.dtype(x)))]
 
 

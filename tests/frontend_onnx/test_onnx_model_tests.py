@@ -1,0 +1,48 @@
+"""Cases from the onnx wheel's own model tests (benchmarks/corpus, source onnx-testdata) that
+need importer rules beyond the node suite, rebuilt by hand so they run without the corpus."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper  # noqa: E402
+
+from onnx_test_helpers import make_model, nnvm_run, ort_run  # noqa: E402
+
+F = TensorProto.FLOAT
+
+
+def _prelu_model(opset: int, slope_shape: tuple[int, ...], x_shape: tuple[int, ...]):
+    """PRelu of an (N, C, ...) input by a slope given as a graph input."""
+    x_shape = list(x_shape)
+    return make_model([helper.make_node("PRelu", ["x", "slope"], ["y"])],
+                      [helper.make_tensor_value_info("x", F, x_shape),
+                       helper.make_tensor_value_info("slope", F, list(slope_shape))],
+                      [helper.make_tensor_value_info("y", F, x_shape)], opset=opset)
+
+
+@pytest.mark.parametrize("rank", [3, 4])
+def test_legacy_prelu_slope_is_per_channel(rank):
+    """PyTorch's exporter wrote opset-6 PRelu with a (C,) slope under legacy broadcast (aligned
+    to axis 1). onnxruntime has no PRelu(6) kernel, so the oracle is onnxruntime on the same
+    computation at opset 7 with the slope spelled (C, 1, ..., 1)."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3, 4, 5)[:rank]).astype(np.float32)
+    slope = rng.uniform(0.1, 0.9, 3).astype(np.float32)
+    want = ort_run(_prelu_model(7, (3,) + (1,) * (rank - 2), x.shape),
+                   {"x": x, "slope": slope.reshape((3,) + (1,) * (rank - 2))})
+    got = nnvm_run(_prelu_model(6, (3,), x.shape), {"x": x, "slope": slope})
+    np.testing.assert_allclose(np.asarray(got[0]), want[0], rtol=1e-6, atol=0)
+
+
+def test_prelu_opset7_keeps_numpy_broadcast():
+    """From opset 7 a 1-D slope broadcasts numpy-style, against the last axis."""
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 3, 5)).astype(np.float32)
+    slope = rng.uniform(0.1, 0.9, 5).astype(np.float32)
+    model = _prelu_model(7, (5,), x.shape)
+    np.testing.assert_allclose(np.asarray(nnvm_run(model, {"x": x, "slope": slope})[0]),
+                               ort_run(model, {"x": x, "slope": slope})[0], rtol=1e-6, atol=0)
