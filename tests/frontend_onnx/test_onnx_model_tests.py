@@ -46,3 +46,39 @@ def test_prelu_opset7_keeps_numpy_broadcast():
     model = _prelu_model(7, (5,), x.shape)
     np.testing.assert_allclose(np.asarray(nnvm_run(model, {"x": x, "slope": slope})[0]),
                                ort_run(model, {"x": x, "slope": slope})[0], rtol=1e-6, atol=0)
+
+
+def _expand_model():
+    """Expand whose target shape is a graph input (onnx's expand_shape_model tests)."""
+    return make_model([helper.make_node("Expand", ["x", "shape"], ["y"])],
+                      [helper.make_tensor_value_info("x", F, [3, 1]),
+                       helper.make_tensor_value_info("shape", TensorProto.INT64, [3])],
+                      [helper.make_tensor_value_info("y", F, [None, None, None])], opset=9)
+
+
+@pytest.mark.parametrize("target", ["reference", "llvm"])
+@pytest.mark.parametrize("shape", [(2, 1, 6), (1, 3, 1), (3, 3, 4)])
+def test_expand_shape_graph_input_is_read_at_run_time(target, shape, caplog):
+    """Not frozen and static_shapes off, the shape input becomes a run-time value (the host
+    tail) and one warning says how to compile it instead."""
+    if target == "llvm":
+        pytest.importorskip("nnvm_llvm")
+    x = np.arange(3, dtype=np.float32).reshape(3, 1)
+    feed = {"x": x, "shape": np.array(shape, np.int64)}
+    with caplog.at_level("WARNING", logger="nnvm.onnx"):
+        got = nnvm_run(_expand_model(), feed, target=target)
+    np.testing.assert_array_equal(np.asarray(got[0]), ort_run(_expand_model(), feed)[0])
+    warned = [r.getMessage() for r in caplog.records if r.name == "nnvm.onnx"]
+    assert len(warned) == 1 and "--freeze shape=VALUE" in warned[0]
+
+
+def test_expand_shape_graph_input_with_static_shapes_names_it():
+    """static_shapes=True (the onnx.backend adapter) still refuses, naming the input."""
+    from nnvm_onnx.errors import NeedsConstantError
+
+    import nnvm
+
+    with pytest.raises(NeedsConstantError) as info:
+        nnvm.frontend.from_onnx(_expand_model(), shape={"x": (3, 1), "shape": (3,)},
+                                static_shapes=True)
+    assert info.value.inputs == ("shape",)

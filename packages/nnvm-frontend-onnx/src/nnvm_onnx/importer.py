@@ -285,8 +285,11 @@ class NodeContext:
         its value and shape exist only at run time, so a converter that would fold it (a
         shape, a K, a reshape target) builds a run-time op (``nnvm.ops.dynamic_shape``)."""
         v = self.input(i) if isinstance(i, int) else i
-        return v.const is None and v.entry is not None and \
-            bool(v.entry.node.info.get(DATA_DEPENDENT))
+        if v.const is not None or v.entry is None:
+            return False
+        if v.entry.node.is_variable:
+            return self.importer.run_time_input(self, v)
+        return bool(v.entry.node.info.get(DATA_DEPENDENT))
 
     def rank(self, i: int | Value) -> int:
         v = self.input(i) if isinstance(i, int) else i
@@ -427,6 +430,7 @@ class OnnxImporter:
                  freeze: Mapping | None = None, static_shapes: bool = False):
         self.model = model
         self.static_shapes = static_shapes
+        self._run_time_inputs: set[str] = set()
         self._onnx_ranks: dict[str, int] | None = None
         # Tensor inputs: a shape tuple. Sequence inputs: a list of element shapes. Optional
         # inputs: None when empty. Interpreted per the input's declared type.
@@ -440,6 +444,22 @@ class OnnxImporter:
         if "" not in self.opsets:
             self.opsets[""] = 1
         self.functions = {(f.domain, f.name): f for f in model.functions}
+
+    def run_time_input(self, ctx: NodeContext, value: Value) -> bool:
+        """Whether a graph input that a converter would fold (a shape, a split) is read at run
+        time instead: yes unless ``static_shapes`` (the onnx.backend adapter wants the
+        NeedsConstantError that names it) or it has an initializer default (frozen as before).
+        Warns once per input, since freezing it compiles the op instead of running it on the host."""
+        if self.static_shapes or value.default is not None:
+            return False
+        if value.name not in self._run_time_inputs:
+            self._run_time_inputs.add(value.name)
+            logger.warning("%s: graph input '%s' decides a shape, so it is read at run time (the "
+                           "op runs on the host after the compiled part); if it is constant in "
+                           "your use, freeze it to compile it: --freeze %s=VALUE on the CLI, "
+                           "from_onnx(..., freeze={'%s': array}) in Python", ctx.where,
+                           value.name, value.name, value.name)
+        return True
 
     # -- errors ------------------------------------------------------------------------------
     def needs_constant(self, ctx: NodeContext, value: Value, what: str,
