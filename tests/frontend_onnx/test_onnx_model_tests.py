@@ -82,3 +82,30 @@ def test_expand_shape_graph_input_with_static_shapes_names_it():
         nnvm.frontend.from_onnx(_expand_model(), shape={"x": (3, 1), "shape": (3,)},
                                 static_shapes=True)
     assert info.value.inputs == ("shape",)
+
+
+def _split_to_sequence_model():
+    """SplitToSequence by a split that is a graph input (onnx's sequence_model8), then the
+    items read back with SequenceAt."""
+    h = helper.make_node
+    nodes = [h("SplitToSequence", ["x", "splits"], ["seq"], axis=1),
+             h("SequenceAt", ["seq", "zero"], ["first"]),
+             h("SequenceAt", ["seq", "two"], ["last"])]
+    inits = [helper.make_tensor("zero", TensorProto.INT64, [], [0]),
+             helper.make_tensor("two", TensorProto.INT64, [], [2])]
+    return make_model(nodes, [helper.make_tensor_value_info("x", F, [2, 7]),
+                              helper.make_tensor_value_info("splits", TensorProto.INT64, [3])],
+                      [helper.make_tensor_value_info("first", F, [2, None]),
+                       helper.make_tensor_value_info("last", F, [2, None])], inits, opset=12)
+
+
+@pytest.mark.parametrize("target", ["reference", "llvm"])
+@pytest.mark.parametrize("splits", [(1, 2, 4), (0, 7, 0), (3, 3, 1)])
+def test_split_to_sequence_by_graph_input(target, splits):
+    if target == "llvm":
+        pytest.importorskip("nnvm_llvm")
+    feed = {"x": np.arange(14, dtype=np.float32).reshape(2, 7),
+            "splits": np.array(splits, np.int64)}
+    got = nnvm_run(_split_to_sequence_model(), feed, target=target)
+    for g, w in zip(got, ort_run(_split_to_sequence_model(), feed)):
+        np.testing.assert_array_equal(np.asarray(g), w)

@@ -15,9 +15,9 @@ from ..errors import OnnxImportError, format_error
 from ..importer import STRUCTURED, OptValue, SeqValue
 from ..registry import converter
 from ..tensors import onnx_dtype_name
-from .common import norm_axis
+from .common import cast, norm_axis
 from .control_flow import inline_graph
-from .tensor import reshape_to, slice_axis
+from .tensor import reshape_to, slice_axis, strided
 
 
 def _seq(ctx, i: int) -> SeqValue:
@@ -99,6 +99,8 @@ def _split_to_sequence(ctx, node):
     axis = norm_axis(ctx, ctx.attr("axis", 0), len(shape))
     dim = shape[axis]
     keepdims = bool(ctx.attr("keepdims", 1))
+    if ctx.has_input(1) and ctx.data_dependent(1) and ctx.rank(1) == 1:
+        return [SeqValue(_out_name(ctx), _split_at_run_time(ctx, x, axis), x.dtype)]
     if ctx.has_input(1):
         split = np.asarray(ctx.const(1)).astype(np.int64)
         if split.ndim == 0:
@@ -120,6 +122,19 @@ def _split_to_sequence(ctx, node):
         items.append(part)
         start += s
     return [SeqValue(_out_name(ctx), items, x.dtype)]
+
+
+def _split_at_run_time(ctx, x, axis: int) -> list:
+    """SplitToSequence by a 1-D split known only at run time (a graph input): its length
+    fixes the number of items at import time, each item is a ``dynamic_slice`` (host tail)
+    between running sums of the sizes."""
+    sizes = cast(ctx, ctx.input(1), "int64")
+    ends = ctx.op("cumsum", sizes, axis=0, exclusive=False, reverse=False)
+    starts = ctx.op("broadcast_sub", ends, sizes)
+    axes, steps = (ctx.constant(np.array([v], dtype=np.int64)) for v in (axis, 1))
+    return [ctx.op("dynamic_slice", x, strided(ctx, starts, [i], [i + 1], [1]),
+                   strided(ctx, ends, [i], [i + 1], [1]), axes, steps)
+            for i in range(ctx.shape(1)[0])]
 
 
 @converter("ConcatFromSequence", requires=("concatenate",))
