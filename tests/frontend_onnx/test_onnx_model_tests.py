@@ -109,3 +109,27 @@ def test_split_to_sequence_by_graph_input(target, splits):
     got = nnvm_run(_split_to_sequence_model(), feed, target=target)
     for g, w in zip(got, ort_run(_split_to_sequence_model(), feed)):
         np.testing.assert_array_equal(np.asarray(g), w)
+
+
+def test_training_gradient_matches_the_analytic_derivative():
+    """ai.onnx.preview.training Gradient of y = (a + b) * a (onnx's gradient_of_add_and_mul):
+    onnxruntime has no Gradient kernel, so the oracle is onnxruntime evaluating the analytic
+    derivatives dy/da = 2a + b and dy/db = a."""
+    h = helper.make_node
+    vi = [helper.make_tensor_value_info(n, F, [2, 3]) for n in ("a", "b")]
+    grads = [helper.make_tensor_value_info(n, F, [2, 3]) for n in ("y", "dy_da", "dy_db")]
+    graph = helper.make_graph(
+        [h("Add", ["a", "b"], ["s"]), h("Mul", ["s", "a"], ["y"]),
+         h("Gradient", ["a", "b"], ["dy_da", "dy_db"], xs=["a", "b"], y="y",
+           domain="ai.onnx.preview.training")], "grad", vi, grads)
+    model = helper.make_model(graph, opset_imports=[
+        helper.make_opsetid("", 12), helper.make_opsetid("ai.onnx.preview.training", 1)])
+    model.ir_version = 8
+    analytic = make_model([h("Add", ["a", "b"], ["s"]), h("Mul", ["s", "a"], ["y"]),
+                           h("Add", ["s", "a"], ["dy_da"]), h("Identity", ["a"], ["dy_db"])],
+                          vi, grads, opset=12)
+    rng = np.random.default_rng(2)
+    feed = {k: rng.standard_normal((2, 3)).astype(np.float32) for k in ("a", "b")}
+    got = nnvm_run(model, feed)
+    for g, w in zip(got, ort_run(analytic, feed)):
+        np.testing.assert_allclose(np.asarray(g), w, rtol=1e-6, atol=1e-6)

@@ -108,3 +108,29 @@ def _momentum(ctx, node):
         xs.append(ctx.op("broadcast_sub", x, ctx.op("broadcast_mul", r, direction)))
         vs.append(v_new)
     return xs + vs
+
+
+@converter("Gradient", domain=TRAINING)
+def _gradient(ctx, node):
+    """d y / d xs by NNVM's own autodiff (the Gradient pass), seeded with ones like ONNX.
+
+    The ``xs`` and ``zs`` tensors are the node's inputs; ``y`` is named by attribute and must
+    already be computed upstream in the same graph."""
+    from nnvm.compiler.graph_util import gradients
+    from nnvm.symbol import Symbol
+
+    from ..importer import Value
+
+    names = [x.decode() if isinstance(x, bytes) else x for x in ctx.attr("xs")]
+    y_name = ctx.attr("y")
+    y_name = y_name.decode() if isinstance(y_name, bytes) else y_name
+    y = ctx.scope.lookup(y_name)
+    if y is None or y.entry is None:
+        raise OnnxImportError(format_error(ctx.where, f"y '{y_name}' is not a computed tensor "
+                                           "of this graph", "a tensor computed before the "
+                                           "Gradient node", repr(y)))
+    xs = [ctx.input(i) for i in range(len(names))]
+    entries = [ctx.builder.materialize(x) for x in xs]
+    grads = gradients(Symbol([y.entry]), [Symbol([e]) for e in entries])
+    return [Value(f"{ctx.base_name}:{k}", entry=g.outputs[0], shape=ctx.shape(x),
+                  dtype=ctx.dtype(x)) for k, (g, x) in enumerate(zip(grads, xs))]
