@@ -109,3 +109,25 @@ def test_odd_width_planes_broadcast_along_any_axis(rng, other):
     xv = rng.standard_normal(shape).astype("float32")
     got, want = _both(y, shape, params, xv)
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_global_mean_partials_stay_within_one_vector():
+    """A global mean to (n, c) (ShuffleNet's 1024 x 7 x 7 head) has no row loop above its
+    partial sums: vectorising them made a 1024-lane vector of gathers that took LLVM more
+    than 15 minutes to compile. Every vectorised loop of the scheduled kernel is at most
+    ``MAX_PARTIAL_LANES`` wide, except the plain division of the output row."""
+    import re
+
+    from nnvm_llvm.compiler.codegen import kernel_lowerings
+    from nnvm_llvm.compiler.schedules import MAX_PARTIAL_LANES, schedule
+
+    y = sym.mean(sym.Variable("x"), axis=(2, 3))
+    graph, params = nnvm.compiler.optimize(y, shape={"x": (1, 1024, 7, 7)})
+    (gl,) = kernel_lowerings(graph, params, 16)
+    text = schedule(gl.primfunc(16), gl.schedule_info(16)).script()
+    wide = [int(w) for w in re.findall(r"T\.vectorized\((\d+)\)", text)
+            if int(w) > MAX_PARTIAL_LANES]
+    assert len(wide) <= 1, text  # the output row's division only, no wide partial sums
+    xv = np.random.default_rng(0).standard_normal((1, 1024, 7, 7)).astype("float32")
+    got = nnvm.compiler.build(y, target="llvm", shape={"x": xv.shape}).run(x=xv)[0]
+    np.testing.assert_allclose(got, xv.mean(axis=(2, 3)), rtol=1e-5, atol=1e-6)

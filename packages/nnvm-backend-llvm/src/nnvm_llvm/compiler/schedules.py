@@ -475,6 +475,10 @@ def _rfactor_widest(sch, block, lanes: int):
     return None
 
 
+#: the widest partial-sum vector a row reduction gets (one AVX-512 vector of float32)
+MAX_PARTIAL_LANES = 16
+
+
 def _vectorize_partials(sch, rf) -> None:
     """Vectorise an rfactor block over its lanes axis, then split off its init (vectorise
     before decompose_reduction: after it, TVM refuses)."""
@@ -482,6 +486,10 @@ def _vectorize_partials(sch, rf) -> None:
     if int(sch.get(rf).iter_vars[-1].iter_type) == 2:  # compute_at made (lanes, rest)
         _try(sch.reorder, rf_loops[-1], rf_loops[-2])
         rf_loops = sch.get_loops(rf)
+    if _extent(sch, rf_loops[-1]) > MAX_PARTIAL_LANES:
+        # no row loop above the partials (a global mean to (n, c): 1024 channels innermost):
+        # a 1024-lane vector of gathers took LLVM minutes to compile; leave them scalar
+        return
     _try(sch.vectorize, rf_loops[-1])
     init = _try(sch.decompose_reduction, rf, rf_loops[-2])
     if init is not None:
