@@ -133,3 +133,23 @@ def test_training_gradient_matches_the_analytic_derivative():
     got = nnvm_run(model, feed)
     for g, w in zip(got, ort_run(analytic, feed)):
         np.testing.assert_allclose(np.asarray(g), w, rtol=1e-6, atol=1e-6)
+
+
+def test_slice_of_a_graph_input_with_constant_bounds_stays_static(caplog):
+    """Only shape-like inputs are read at run time: a graph input as Slice's *data* has a
+    given shape, so the slice compiles (ddddocr-det's first Slice once went to the host tail
+    and its next Conv could not import)."""
+    import nnvm
+    from onnx import numpy_helper
+
+    bounds = [numpy_helper.from_array(np.array(v, np.int64), n)
+              for n, v in (("s", [1]), ("e", [3]), ("a", [1]))]
+    model = make_model([helper.make_node("Slice", ["x", "s", "e", "a"], ["y"])],
+                       [helper.make_tensor_value_info("x", F, [1, 4, 5])],
+                       [helper.make_tensor_value_info("y", F, [1, 2, 5])], initializers=bounds)
+    with caplog.at_level("WARNING", logger="nnvm"):
+        graph, _ = nnvm.frontend.from_onnx(model, shape={"x": (1, 4, 5)})
+    assert not [r for r in caplog.records if "read at run time" in r.getMessage()]
+    assert all(n.op is None or n.op.name != "dynamic_slice" for n in graph.index.nodes)
+    x = np.arange(20, dtype=np.float32).reshape(1, 4, 5)
+    np.testing.assert_array_equal(np.asarray(nnvm_run(model, {"x": x})[0]), x[:, 1:3])

@@ -193,7 +193,10 @@ def _slice_v1(ctx, node):
 @converter("Slice", since=10, requires=("strided_slice",))
 def _slice_v10(ctx, node):
     x = ctx.input(0)
-    if any(ctx.has_input(i) and ctx.data_dependent(i) for i in range(5)):
+    # the data's dims unknown (after NonZero...), or bounds known only at run time; a graph
+    # input as the data is not a reason: its shape is given, only its values vary
+    if (x.shape is None and ctx.data_dependent(x)) or \
+            any(ctx.has_input(i) and ctx.data_dependent(i) for i in range(1, 5)):
         return [_slice_at_run_time(ctx, x)]
     starts = _ints(ctx.const(1))
     ends = _ints(ctx.const(2))
