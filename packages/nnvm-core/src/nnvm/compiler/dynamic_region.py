@@ -223,7 +223,7 @@ def _report(graph: Graph, split: TailSplit, target: str, params: Mapping) -> Non
     where = "after the compiled part" if split.static is not None else \
         "(nothing precedes them: the module is the reference interpreter's)"
     logger.warning(
-        "%s: %d node(s) from '%s' (%s) on have shapes that depend on the data and run on the "
+        "%s: %d node(s) from '%s' (%s) onwards have shapes that depend on the data and run on the "
         "host %s; they depend on input(s) %s (if those are constant in your use, freeze "
         "them at import, from_onnx(freeze=...), to compile everything)",
         target, len(split.host_nodes), first.name, first.op.name, where,

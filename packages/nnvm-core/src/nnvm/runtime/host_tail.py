@@ -156,7 +156,7 @@ def host_tail_error(module: HostTailModule, where: str) -> NNVMError:
     nodes = module.host_nodes
     return NNVMError(format_error(
         where, f"the model has data-dependent output shapes: {len(nodes)} node(s) from "
-        f"'{nodes[0]}' on run on the host (NumPy) after the compiled part",
+        f"'{nodes[0]}' onwards run on the host (NumPy) after the compiled part",
         "a module without host steps", f"a host tail of {len(nodes)} node(s)",
         fix="Run it with the Python runtime (nnvm.runtime.load(path).run(...)); or freeze "
             "the inputs that decide those shapes at import (from_onnx(freeze=...))"))
