@@ -43,7 +43,11 @@ def test_core_and_package_plugins_are_listed_with_availability():
 
 def test_plugin_str_names_state():
     text = "\n".join(str(p) for p in nnvm.plugins())
-    assert f"nnvm {nnvm.__version__} (available)" in text  # metadata = __version__
+    # the listing shows the installed metadata's version; it equals __version__ unless the
+    # environment holds a stale editable install (then: `hatch env prune`, or reinstall)
+    assert f"nnvm {nnvm.__version__} (available)" in text, (
+        f"installed metadata differs from nnvm.__version__ {nnvm.__version__}: {text[:80]!r}; "
+        "the environment holds a stale install of the workspace: run `hatch env prune`")
     for info in nnvm.plugins():
         if not info.available:
             assert f"unavailable: {info.reason}" in text
