@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import corpus  # noqa: E402
 
 
-def _timer(fn, min_seconds: float):
+def block_timer(fn, min_seconds: float):
     """Seconds per call of ``fn`` over a block of at least ``min_seconds``."""
     fn()
     n, t0 = 0, time.perf_counter()
@@ -101,7 +101,7 @@ def bench_model(entry: dict, lib, feed: dict, threads: int, blocks: int,
     times: dict[str, list[float]] = {k: [] for k in runners}
     for _ in range(blocks):
         for name, fn in runners.items():
-            times[name].append(_timer(fn, min_s))
+            times[name].append(block_timer(fn, min_s))
     for name, ts in times.items():
         row[f"{name}_ms"] = float(np.median(ts)) * 1e3
     row["ratio"] = row["nnvm_ms"] / row["onnxruntime_ms"]

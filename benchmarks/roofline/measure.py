@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "corpus"))
-from bench import _timer as per_call  # noqa: E402 - the corpus benchmark's block timer
+from bench import block_timer as per_call  # noqa: E402 - shared with the corpus benchmark
 
 #: opset of the one-op graph when the workload does not name one (extras)
 DEFAULT_OPSET = 17
