@@ -52,3 +52,17 @@ def test_every_level_gives_the_same_result():
                                 opt_level=k).run(data=x)[0] for k in range(4)]
     for out in outs[1:]:
         np.testing.assert_allclose(out, outs[0], rtol=1e-4, atol=1e-5)
+
+
+def test_pipeline_naming_an_unregistered_pass_says_which_and_who(monkeypatch):
+    from nnvm import pass_manager
+
+    monkeypatch.setitem(pass_manager._PIPELINES, "typo-pipe",
+                        (["InferShape", "SimplifyAlgebr"], 10, "someplugin"))
+    with pytest.raises(PassError) as err:
+        get_pipeline("typo-pipe")
+    msg = str(err.value)
+    assert "pipeline 'typo-pipe' from someplugin" in msg and "SimplifyAlgebr" in msg
+    assert "nnvm plugins" in msg
+    with pytest.raises(PassError, match="is not registered"):
+        get_pipeline("no-such-pipeline")

@@ -185,11 +185,23 @@ def list_passes() -> dict[str, PassDef]:
 
 
 def get_pipeline(name: str) -> list[str]:
+    """The passes of pipeline ``name``, each checked to exist: a pipeline is registered before
+    the passes it names may be (they can come from another plugin), so a typo or an
+    uninstalled plugin shows here, naming the pipeline's provider, not as a bare pass error
+    halfway through a build."""
     _ensure_plugins()
     if name not in _PIPELINES:
-        raise PassError(f"pipeline '{name}' is not registered; registered pipelines: "
-                        f"{', '.join(sorted(_PIPELINES))}")
-    return list(_PIPELINES[name][0])
+        raise PassError(format_error(f"pipeline '{name}'", "is not registered",
+                                     fix=f"Registered pipelines: {', '.join(sorted(_PIPELINES))}"))
+    passes, _, provider = _PIPELINES[name]
+    missing = [p for p in passes if p not in _PASSES]
+    if missing:
+        raise PassError(format_error(
+            f"pipeline '{name}' from {provider}", "names passes that are not registered",
+            "registered passes", missing,
+            fix="Install the plugin that provides them (`nnvm plugins` lists what is "
+                f"installed) or fix the pipeline's names; registered: {', '.join(sorted(_PASSES))}"))
+    return list(passes)
 
 
 def list_pipelines() -> dict[str, list[str]]:
