@@ -82,3 +82,19 @@ def test_bench_profile_and_trace(tmp_path, capsys):
     assert cli.main(["bench", str(art), "--profile", "--json", "--repeat", "3", "-q"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["profile"]["peak_gflops"] > 0 and len(report["profile"]["steps"]) == len(rows)
+
+
+def test_flops_of_windows_reductions_and_normalisations():
+    x = sym.Variable("x")
+    y = sym.max_pool2d(x, pool_size=(3, 3), strides=(2, 2), padding=(1, 1), name="pool")
+    y = sym.lrn(y, size=5, axis=1, alpha=1e-4, beta=0.75, bias=2.0, name="lrn")
+    y = sym.global_avg_pool2d(sym.softmax(y, name="sm"), name="gap")
+    lib = nnvm.compiler.build(y, target="reference", shape={"x": (1, 4, 8, 8)}, opt_level=0)
+    idx = lib.graph.index
+    by_op = {idx.nodes[n].op.name: profiler.node_flops(lib.graph, n)
+             for n in range(len(idx.nodes)) if idx.nodes[n].op is not None}
+    out = 4 * 4 * 4  # the pool's output elements
+    assert by_op["max_pool2d"] == out * 9  # one compare per window element
+    assert by_op["lrn"] == out * (2 * 5 + 3)
+    assert by_op["softmax"] == out * 4  # max, exp, sum, scale
+    assert by_op["global_avg_pool2d"] == out  # reads its input once

@@ -8,9 +8,13 @@ says the op is simply big.
 A module that can time its steps provides ``profile(repeat, warmup) -> [(name, seconds)]`` and
 ``step_nodes() -> [[node id, ...]]`` (the graph nodes each step computes); today the ``llvm``
 target does. FLOPs are counted from the graph's shapes: 2 per multiply-add for convolutions,
-dense and matmul-like ops and the gate GEMMs of recurrent cells, 1 per output element for
-everything else (an estimate that keeps elementwise kernels visible without pretending to know
-their instruction mix). The peak is ``vector lanes x 2 (FMA) x FMA units x clock x threads``
+dense and matmul-like ops and the gate GEMMs of recurrent cells; one per window element of
+each pooling output and per input element of a reduction or global pool (they read everything
+once); a fixed count per element for the normalisations and softmax (their passes over the data:
+`_PER_ELEMENT`) and ``2 x size + 3`` for LRN; 1 per output element for everything else (an
+estimate that keeps elementwise kernels visible without pretending to know their instruction
+mix). Why not 1 everywhere: a softmax or layer norm at 1 FLOP per element looked 4-5x further
+from the peak than it is, and a pool's share said nothing about its window. The peak is ``vector lanes x 2 (FMA) x FMA units x clock x threads``
 read off this CPU; the FMA-unit count is a stated assumption (2 on Intel cores with AVX-512 or
 AVX2, 1 512-bit unit on AMD Zen 4, which splits AVX-512 into two 256-bit halves), so treat the
 share of peak as a guide.
@@ -32,6 +36,16 @@ _MAC_OPS = {"conv2d", "conv", "dense", "matmul", "batch_matmul", "conv_transpose
             "conv_integer"}
 #: recurrent cells: X @ W^T and H @ R^T at every step of every direction
 _RECURRENT_OPS = {"lstm", "gru", "rnn"}
+#: windowed ops: one FLOP per window element of each output (compare, or add)
+_WINDOW_OPS = {"max_pool", "max_pool2d", "avg_pool", "avg_pool2d", "lp_pool"}
+#: ops that read their whole input once to produce a smaller output
+_READ_ALL_OPS = {"global_avg_pool", "global_avg_pool2d", "global_max_pool", "global_max_pool2d",
+                 "global_lp_pool", "sum", "mean", "max", "min", "prod", "collapse_sum_like"}
+#: FLOPs per element of passes-over-the-data ops: softmax = max, subtract + exp, sum, scale;
+#: the normalisations = mean, variance (2), normalise, scale + shift
+_PER_ELEMENT = {"softmax": 4, "log_softmax": 4, "layer_norm": 5, "group_norm": 5,
+                "instance_norm": 5, "mean_variance_normalization": 4, "rms_norm": 4,
+                "lp_normalization": 3, "batch_norm": 2}
 
 
 @dataclass
@@ -70,7 +84,14 @@ def node_flops(graph, nid: int) -> float:
     if name in _RECURRENT_OPS and len(ins) >= 3 and all(s is not None for s in ins[:3]):
         # X is (steps, batch, input) or (batch, steps, input); W, R (dirs, gates*H, I or H)
         return 2.0 * _prod(ins[0][:-1]) * (_prod(ins[1]) + _prod(ins[2]))
-    return float(_prod(out))
+    window = node.attrs.get("pool_size") or node.attrs.get("kernel_shape")  # 2-D / N-d pools
+    if name in _WINDOW_OPS and window:
+        return float(_prod(out) * _prod(window))
+    if name in _READ_ALL_OPS and ins and ins[0] is not None:
+        return float(_prod(ins[0]))
+    if name == "lrn":
+        return float(_prod(out) * (2 * int(node.attrs.get("size", 1)) + 3))
+    return float(_prod(out) * _PER_ELEMENT.get(name, 1))
 
 
 def cpu_peak_gflops(threads: int | None = None) -> tuple[float, str]:
