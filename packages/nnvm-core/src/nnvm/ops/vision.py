@@ -30,13 +30,14 @@ def _corners(boxes, center_point_box):
 
 
 def _iou(a, b):
-    """IoU of boxes ``a[..., :]`` and ``b[..., :]`` (broadcast); 0 where a box or the union is
-    empty (onnxruntime's rule)."""
-    ih = np.minimum(a[..., 2], b[..., 2]) - np.maximum(a[..., 0], b[..., 0])
-    iw = np.minimum(a[..., 3], b[..., 3]) - np.maximum(a[..., 1], b[..., 1])
+    """IoU of boxes ``a`` and ``b``, each given as its four coordinate arrays (y1, x1, y2, x2)
+    (broadcast); 0 where a box or the union is empty (onnxruntime's rule)."""
+    (ay1, ax1, ay2, ax2), (by1, bx1, by2, bx2) = a, b
+    ih = np.minimum(ay2, by2) - np.maximum(ay1, by1)
+    iw = np.minimum(ax2, bx2) - np.maximum(ax1, bx1)
     inter = np.maximum(ih, 0) * np.maximum(iw, 0)
-    area_a = (a[..., 2] - a[..., 0]) * (a[..., 3] - a[..., 1])
-    area_b = (b[..., 2] - b[..., 0]) * (b[..., 3] - b[..., 1])
+    area_a = (ay2 - ay1) * (ax2 - ax1)
+    area_b = (by2 - by1) * (bx2 - bx1)
     union = area_a + area_b - inter
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where((area_a > 0) & (area_b > 0) & (union > 0), inter / union, 0.0)
@@ -44,7 +45,7 @@ def _iou(a, b):
 
 def _iou_matrix(a, b):
     """IoU of every box of ``a`` (k, 4) with every box of ``b`` (m, 4), as (k, m)."""
-    return _iou(a[:, None, :], b[None, :, :])
+    return _iou(a.T[:, :, None], b.T[:, None, :])
 
 
 def _greedy_keep(corners, order, iou_t, limit, block=256):
@@ -75,47 +76,94 @@ def _greedy_keep(corners, order, iou_t, limit, block=256):
     return kept
 
 
-#: most box pairs whose y ranges overlap that ``_overlap_keep`` lists before it gives way to
-#: ``_greedy_keep`` (dense, heavily overlapping boxes): bounds its memory to ~100 MB
+#: most candidate pairs (boxes close enough in y to pass the IoU threshold) that
+#: ``_overlap_keep`` tests before it gives way to ``_greedy_keep`` (dense, heavily overlapping
+#: boxes, where comparing with the kept boxes only is cheaper): bounds its time
 _MAX_PAIRS = 4_000_000
+#: pairs tested per block: a block's temporaries stay in the CPU cache, where whole-list
+#: arrays of tens of megabytes cost more in fresh pages than in arithmetic (3x slower)
+_PAIR_BLOCK = 1 << 15
+#: rounds of ``_greedy_from_pairs`` settled in array operations before the rest (a long chain
+#: of boxes each suppressing the next) is settled one box at a time
+_MAX_ROUNDS = 32
 
 
 def _overlap_keep(corners, order, iou_t, limit):
-    """Greedy NMS from the list of box pairs that overlap at all, or None when there are too
-    many. Why: a detector's post-processing runs NMS over thousands of boxes spread over the
-    image (and over per-class offsets, torchvision's batched-NMS trick), few of which touch:
-    finding the pairs by a sort on y and testing only those beats comparing all pairs."""
+    """Greedy NMS from the list of box pairs whose IoU exceeds ``iou_t``, or None when there
+    are too many candidate pairs. Why: a detector's post-processing runs NMS over thousands of
+    boxes spread over the image (and over per-class offsets, torchvision's batched-NMS trick),
+    few of which come close: finding the pairs by a sort on y and testing only those beats
+    comparing all pairs."""
     if order.size == 0 or not iou_t >= 0 or not np.isfinite(corners[order]).all():
         return None  # a negative threshold suppresses disjoint boxes too; NaN compares false
-    box = corners[order]  # candidate positions 0..n-1 are ranks in score order
-    by_y = np.argsort(box[:, 0], kind="stable")
-    y1 = box[by_y, 0]
-    lo = np.searchsorted(y1, y1, side="left")
-    hi = np.searchsorted(y1, box[by_y, 2], side="left")  # starts before this box's end
-    counts = np.maximum(hi - lo, 0)
-    total = int(counts.sum())
-    if total > _MAX_PAIRS:
+    pairs = _suppressing_pairs(corners[order], iou_t)  # positions 0..n-1 are score ranks
+    if pairs is None:
         return None
-    rows = np.repeat(np.arange(order.size), counts)
-    cols = lo[rows] + np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
-    a, b = by_y[rows], by_y[cols]
-    pair = a != b
-    a, b = a[pair], b[pair]
-    hit = ~(_iou(box[a], box[b]) <= iou_t)
-    src = np.concatenate([a[hit], b[hit]])
-    dst = np.concatenate([b[hit], a[hit]])
+    return order[_greedy_from_pairs(*pairs, order.size)[:limit]]
+
+
+def _suppressing_pairs(box, iou_t):
+    """``(src, dst)``: every pair of boxes (rows of ``box``, best score first) whose IoU
+    exceeds ``iou_t``, ``src`` the better-ranked; None past ``_MAX_PAIRS`` candidates.
+
+    Candidates: after a sort on y1, box q (y1[q] >= y1[p]) can pass against box p only if
+    it starts early enough, as IoU <= intersection height / height of p; ``reach`` is that
+    bound with slack for rounding, so a pair it drops has IoU <= ``iou_t`` however computed."""
+    n = len(box)
+    by_y = np.argsort(box[:, 0], kind="stable")
+    coords = tuple(np.ascontiguousarray(c) for c in box[by_y].T)
+    y1, y2 = coords[0], coords[2]
+    h = y2 - y1
+    reach = y2 - iou_t * h * (1 - 1e-6) + 1e-9 * (np.abs(y2) + h)
+    counts = np.maximum(np.searchsorted(y1, reach, side="left") - np.arange(1, n + 1), 0)
+    ends = np.cumsum(counts)
+    if ends[-1] > _MAX_PAIRS:
+        return None
+    src, dst = [], []
+    r0 = 0
+    while r0 < n:  # rows r0..r1-1 and the rows after each that it may overlap
+        base = int(ends[r0 - 1]) if r0 else 0
+        r1 = max(int(np.searchsorted(ends, base + _PAIR_BLOCK, side="right")), r0 + 1)
+        rows_here = np.arange(r0, r1)
+        c = counts[r0:r1]
+        rows = np.repeat(rows_here, c)
+        cols = np.arange(int(ends[r1 - 1]) - base) + np.repeat(rows_here + 1 - (np.cumsum(c) - c),
+                                                             c)
+        hit = ~(_iou([v[rows] for v in coords], [v[cols] for v in coords]) <= iou_t)
+        a, b = by_y[rows[hit]], by_y[cols[hit]]
+        src.append(np.minimum(a, b))
+        dst.append(np.maximum(a, b))
+        r0 = r1
+    return np.concatenate(src), np.concatenate(dst)
+
+
+def _greedy_from_pairs(src, dst, n):
+    """Score ranks (0 = best) that greedy NMS keeps among ``n`` boxes, where box ``src[i]``
+    suppresses ``dst[i]`` if kept. Why rounds: a box is kept once every box that could
+    suppress it is suppressed, and suppressed once one of them is kept; a round settles every
+    box it can in array operations, so Python loops over rounds (the longest chain of
+    suppressions, about ten in a detector's output) instead of over thousands of boxes."""
+    kept = np.zeros(n, dtype=bool)
+    open_ = np.ones(n, dtype=bool)  # not decided yet
+    for _ in range(_MAX_ROUNDS):
+        blocked = np.zeros(n, dtype=bool)
+        blocked[dst] = True
+        new = open_ & ~blocked
+        kept |= new
+        open_ &= ~new
+        open_[dst[new[src]]] = False  # suppressed by a box kept now
+        live = open_[src] & open_[dst]
+        src, dst = src[live], dst[live]
+        if not src.size:
+            return np.flatnonzero(kept | open_)
     srt = np.argsort(src, kind="stable")
     src, dst = src[srt], dst[srt]
-    start = np.searchsorted(src, np.arange(order.size + 1))
-    suppressed = np.zeros(order.size, dtype=bool)
-    kept: list[int] = []
-    for i in range(order.size):
-        if not suppressed[i]:
-            kept.append(i)
-            if len(kept) >= limit:
-                break
-            suppressed[dst[start[i]:start[i + 1]]] = True
-    return order[np.array(kept, dtype=np.int64)] if limit > 0 else order[:0]
+    start = np.searchsorted(src, np.arange(n + 1))
+    for i in np.flatnonzero(open_):  # rank order: a box still open here is kept
+        if open_[i]:
+            kept[i] = True
+            open_[dst[start[i]:start[i + 1]]] = False
+    return np.flatnonzero(kept)
 
 
 def _nms_ref(attrs, boxes, scores):
