@@ -6,9 +6,12 @@ keyed by a string such as ``"FInferShape"``. Any plugin may add an attribute to 
 a higher ``plevel`` overrides a lower one, as in NNVM's ``set_attr<T>(key, value, plevel)``.
 
 Plugins (core included) hand the registry *records* from their ``nnvm_ops`` hook: ``OpDef``
-(built with ``define_op``, or ``OpSet.op`` in an op module) and ``OpAttrDef``. Building a
-record registers nothing; ``register_records`` adds a plugin's records all or none, credited
-to that plugin, so credit never depends on import order.
+(built with ``define_op``, or ``OpSet.op`` in an op module), ``OpAttrDef`` and
+``LazyOpFamily`` (ops whose module is imported when one of them is first looked up: core's
+families are returned this way). Building a record registers nothing; ``register_records``
+adds a plugin's records all or none, credited to that plugin, so credit never depends on
+import order. An ``OpAttrDef`` naming an op whose family is not loaded yet waits, already
+checked, and applies when the family loads.
 
 Standard attribute keys (NNVM's, with Python signatures):
 
@@ -36,6 +39,8 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import enum
+import importlib
+import threading
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .errors import AttrError, OpNotFoundError, PluginError, format_error
@@ -138,6 +143,12 @@ class Op:
 _OPS: dict[str, Op] = {}
 _ALIASES: dict[str, str] = {}
 _ATTRS: dict[str, dict[str, tuple[Any, int, str]]] = {}
+#: op or alias name -> (its LazyOpFamily, the provider), until the family is loaded
+_LAZY: dict[str, tuple["LazyOpFamily", str]] = {}
+#: op name -> [(key, value, plevel, provider)]: checked OpAttrDefs waiting for its family
+_PENDING: dict[str, list[tuple[str, Any, int, str]]] = {}
+#: held while a family loads: another thread's lookup waits instead of seeing half an op
+_family_lock = threading.RLock()
 
 
 def _names_fn(names: Sequence[str] | Callable[[dict], Sequence[str]]) -> Callable:
@@ -173,6 +184,63 @@ class OpAttrDef:
     key: str
     value: Any
     plevel: int = DEFAULT_PLEVEL
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class LazyOpFamily:
+    """Ops a plugin defines in a module that is imported only when one of them is first
+    looked up, as returned from ``nnvm_ops`` (core returns its families this way).
+
+    Why: importing every op module costs more than most graphs need; the registry knows
+    from this record which names the module defines (and, for conflict checks of other
+    plugins' ``OpAttrDef`` records, which attribute keys) without importing it.
+
+    Attributes:
+        source: ``"package.module:attribute"``, the attribute an iterable of ``OpDef``
+            records (an ``OpSet``); ``OpAttrDef`` records belong in ``nnvm_ops`` itself.
+        ops: ``{op name: attribute keys its OpDef sets}``, for the ops this family provides.
+            Another op in the module is registered with them only if its name is free
+            (a shadowed ``op_once`` op is not; an op added after the record was generated
+            is, though a lookup finds it only after a miss loaded every family).
+        aliases: ``{alias: op name}``.
+    Build it with ``LazyOpFamily.of(source, records)`` in a generator script (core's:
+    ``python -m nnvm.ops._make_index``), not at plugin load, which must import nothing.
+    """
+
+    source: str
+    ops: Mapping[str, tuple[str, ...]]
+    aliases: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def of(cls, source: str, records: Iterable[OpDef]) -> "LazyOpFamily":
+        """The record describing ``records`` (the ops ``source`` names), keys sorted."""
+        ops = _only_opdefs(records, source)
+        return cls(source, {r.name: tuple(sorted(r.attrs)) for r in ops},
+                   {a: r.name for r in ops for a in r.aliases})
+
+    def load(self) -> list[OpDef]:
+        """Import the module: all its ``OpDef`` records (checked to include ``ops``)."""
+        module, _, attr = self.source.partition(":")
+        records = getattr(importlib.import_module(module), attr or "defs")
+        ops = _only_opdefs(records, self.source)
+        missing = sorted(self.ops.keys() - {r.name for r in ops})
+        if missing:
+            raise PluginError(format_error(
+                f"op family {self.source}", f"does not define {', '.join(missing[:5])}",
+                "the ops its LazyOpFamily record lists", "fewer",
+                fix="Regenerate the record (core: python -m nnvm.ops._make_index)"))
+        return ops
+
+
+def _only_opdefs(records: Iterable, source: str) -> list[OpDef]:
+    records = list(records)
+    for r in records:
+        if not isinstance(r, OpDef):
+            raise PluginError(format_error(
+                f"op family {source}", "holds a record that is not an OpDef", "OpDef",
+                repr(r)[:80], fix="Set the attribute in define_op(..., **attrs), or return "
+                                  "the OpAttrDef from nnvm_ops"))
+    return records
 
 
 def define_op(name: str, *, doc: str, inputs: Sequence[str] | Callable = ("data",),
@@ -244,34 +312,92 @@ def register_records(records: Sequence[OpDef | OpAttrDef], provider: str) -> Non
     """
     check_records(records, provider)
     for r in records:
-        if isinstance(r, OpDef):
-            _OPS[r.name] = op = Op(r.name, r.doc, r.params, r.support_level, provider)
-            for alias in r.aliases:
-                _ALIASES[alias] = r.name
-                op.aliases.append(alias)
-            for key, value in r.attrs.items():
-                _set_attr(r.name, key, value, DEFAULT_PLEVEL, provider)
+        if isinstance(r, LazyOpFamily):
+            _LAZY.update(dict.fromkeys((*r.ops, *r.aliases), (r, provider)))
+        elif isinstance(r, OpDef):
+            _add_op(r, provider)
         else:
-            _set_attr(_resolve(r.op).name, r.key, r.value, r.plevel, provider)
+            with _family_lock:  # not while its family loads: the attr would be lost
+                op = _resolve(r.op, load=False)
+                if op is not None:
+                    _set_attr(op.name, r.key, r.value, r.plevel, provider)
+                else:
+                    _PENDING.setdefault(_lazy_name(r.op), []).append(
+                        (r.key, r.value, r.plevel, provider))
 
 
-def check_records(records: Sequence[OpDef | OpAttrDef], provider: str) -> None:
+def _add_op(r: OpDef, provider: str) -> None:
+    """Register one checked OpDef: attributes and aliases first, the op last, so a lookup
+    in another thread never finds the op without its rules."""
+    for key, value in r.attrs.items():
+        _set_attr(r.name, key, value, DEFAULT_PLEVEL, provider)
+    for key, value, plevel, by in _PENDING.pop(r.name, ()):
+        _set_attr(r.name, key, value, plevel, by)
+    _ALIASES.update(dict.fromkeys(r.aliases, r.name))
+    op = Op(r.name, r.doc, r.params, r.support_level, provider)
+    op.aliases.extend(r.aliases)
+    _OPS[r.name] = op
+
+
+def _lazy_name(name: str) -> str:
+    """The op name ``name`` (an op or alias of a family not loaded yet) stands for."""
+    family = _LAZY[name][0]
+    return family.aliases.get(name, name)
+
+
+def _load_family(family: LazyOpFamily, provider: str) -> None:
+    """Import ``family`` and register its ops credited to ``provider``, with the
+    OpAttrDefs other plugins set on them meanwhile (checked when they were registered)."""
+    with _family_lock:
+        if _LAZY.get(next(iter(family.ops), ""), (None,))[0] is not family:
+            return  # loaded by another thread meanwhile
+        for r in family.load():
+            if r.name in family.ops or not any(map(_taken, (r.name, *r.aliases))):
+                _add_op(r, provider)
+        for name in (*family.ops, *family.aliases):
+            _LAZY.pop(name, None)
+
+
+def _taken(name: str) -> bool:
+    return name in _OPS or name in _ALIASES or name in _LAZY
+
+
+def load_all_families() -> None:
+    """Load every op family not loaded yet (what enumerating all ops needs)."""
+    for family, provider in list(dict.fromkeys(_LAZY.values())):
+        _load_family(family, provider)
+
+
+def check_records(records: Sequence[OpDef | OpAttrDef | LazyOpFamily], provider: str) -> None:
     """Raise ``PluginError`` for the first record ``register_records`` would refuse."""
     owner = {n: o.provider for n, o in _OPS.items()}
     alias_of = dict(_ALIASES)
-    levels = {(key, op): entry[1:] for key, table in _ATTRS.items() for op, entry in table.items()}
+    for name, (family, by) in _LAZY.items():
+        owner[name] = by
+        if name in family.aliases:
+            alias_of[name] = family.aliases[name]
+    levels = _attr_levels()
     for r in records:
-        if isinstance(r, OpDef):
-            for name in (r.name, *r.aliases):
+        if isinstance(r, (OpDef, LazyOpFamily)):
+            defined = {r.name: r.attrs} if isinstance(r, OpDef) else r.ops
+            aliases = dict.fromkeys(r.aliases, r.name) if isinstance(r, OpDef) else r.aliases
+            what = f"op '{r.name}'" if isinstance(r, OpDef) else f"op family {r.source}"
+            for name in (*defined, *aliases):
                 if name in owner or name in alias_of:
                     raise PluginError(format_error(
-                        f"op '{r.name}' from {provider}", f"the name '{name}' is taken",
+                        f"{what} from {provider}", f"the name '{name}' is taken",
                         fix=f"It was registered by {owner.get(name) or owner[alias_of[name]]}; "
                             f"pick another name or override single attributes with "
                             f"OpAttrDef(..., plevel>{DEFAULT_PLEVEL})"))
-            owner[r.name] = provider
-            alias_of.update(dict.fromkeys(r.aliases, r.name))
-            levels.update({(k, r.name): (DEFAULT_PLEVEL, provider) for k in r.attrs})
+            stray = sorted(set(aliases.values()) - set(defined))
+            if stray:
+                raise PluginError(format_error(f"{what} from {provider}",
+                                               f"has aliases of ops it does not define: {stray}",
+                                               fix="Alias only the family's own ops"))
+            owner.update(dict.fromkeys(defined, provider))
+            alias_of.update(aliases)
+            levels.update({(k, op): (DEFAULT_PLEVEL, provider)
+                           for op, keys in defined.items() for k in keys})
             continue
         target = alias_of.get(r.op, r.op)
         where = f"OpAttrDef('{r.op}', '{r.key}') from {provider}"
@@ -287,6 +413,20 @@ def check_records(records: Sequence[OpDef | OpAttrDef], provider: str) -> None:
             levels[(r.key, target)] = (r.plevel, provider)
 
 
+def _attr_levels() -> dict[tuple[str, str], tuple[int, str]]:
+    """``{(key, op): (plevel, provider)}`` of the attributes in force, counting those that
+    families not loaded yet and the OpAttrDefs waiting for them will set."""
+    levels = {(key, op): entry[1:] for key, table in _ATTRS.items() for op, entry in table.items()}
+    for family, by in dict.fromkeys(_LAZY.values()):
+        levels.update({(k, op): (DEFAULT_PLEVEL, by) for op, keys in family.ops.items()
+                       for k in keys})
+    for op, entries in _PENDING.items():
+        for key, _, plevel, by in entries:
+            if plevel > levels.get((key, op), (plevel - 1,))[0]:
+                levels[(key, op)] = (plevel, by)
+    return levels
+
+
 def register_op(name: str, *, provider: str = "user", **kw: Any) -> Op:
     """Define and register one op now, credited to ``provider`` (tests, notebooks; a plugin
     returns ``define_op(...)`` records from its ``nnvm_ops`` hook instead).
@@ -300,10 +440,11 @@ def register_op(name: str, *, provider: str = "user", **kw: Any) -> Op:
 
 def add_alias(name: str, alias: str) -> None:
     """Make ``alias`` resolve to op ``name`` (NNVM's ``add_alias``)."""
-    if alias in _OPS or alias in _ALIASES:
+    if _taken(alias):
         raise PluginError(f"add_alias('{name}', '{alias}'): the name '{alias}' is taken")
-    _ALIASES[alias] = name
-    _OPS[name].aliases.append(alias)
+    op = get_op(name)
+    _ALIASES[alias] = op.name
+    op.aliases.append(alias)
 
 
 def set_op_attr(op_name: str, key: str, value: Any, plevel: int = DEFAULT_PLEVEL,
@@ -327,8 +468,24 @@ def _set_attr(name: str, key: str, value: Any, plevel: int, provider: str) -> No
     table[name] = (value, plevel, provider)
 
 
-def _resolve(name: str) -> Op | None:
-    return _OPS.get(name) or _OPS.get(_ALIASES.get(name, ""))
+def _resolve(name: str, load: bool = True) -> Op | None:
+    """The op ``name`` or an alias names; ``load``: importing its family if not loaded yet."""
+    op = _OPS.get(name) or _OPS.get(_ALIASES.get(name, ""))
+    lazy = _LAZY.get(name) if op is None and load else None
+    if lazy is not None:
+        _load_family(*lazy)
+        op = _OPS.get(name) or _OPS.get(_ALIASES.get(name, ""))
+    return op
+
+
+def _resolve_anywhere(name: str) -> Op | None:
+    """``_resolve``, then after loading every family (an op its family's generated record
+    does not list yet is found only that way)."""
+    op = _resolve(name)
+    if op is None and _LAZY:
+        load_all_families()
+        op = _resolve(name)
+    return op
 
 
 def get_op(name: str) -> Op:
@@ -339,7 +496,7 @@ def get_op(name: str) -> Op:
     """
     from . import plugin_manager
 
-    op = plugin_manager.find(lambda: _resolve(name))
+    op = plugin_manager.find(lambda: _resolve(name)) or _resolve_anywhere(name)
     if op is None:
         close = difflib.get_close_matches(name, list(_OPS) + list(_ALIASES), n=5)
         hint = f"Did you mean: {', '.join(close)}?" if close else \
@@ -349,23 +506,26 @@ def get_op(name: str) -> Op:
 
 
 def list_op_names() -> list[str]:
-    """Every registered op name (aliases excluded), sorted."""
+    """Every registered op name (aliases excluded), sorted; loads every op family."""
     _ensure_plugins()
     return sorted(_OPS)
 
 
 def get_attr_map(key: str) -> dict[str, Any]:
-    """``{op_name: value}`` for one attribute key."""
+    """``{op_name: value}`` for one attribute key; loads every op family."""
     _ensure_plugins()
     return {name: v for name, (v, _, _) in _ATTRS.get(key, {}).items()}
 
 
 def attr_provider(op_name: str, key: str) -> str | None:
-    entry = _ATTRS.get(key, {}).get(get_op(op_name).name)
+    name = get_op(op_name).name  # first: loading its family may add the key's table
+    entry = _ATTRS.get(key, {}).get(name)
     return None if entry is None else entry[2]
 
 
 def _ensure_plugins() -> None:
+    """Every plugin and every op family loaded: for questions about all ops."""
     from . import plugin_manager as plugins
 
     plugins.load()
+    load_all_families()

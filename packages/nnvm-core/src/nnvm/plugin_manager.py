@@ -213,7 +213,8 @@ def _call(pm, hook_name: str, plugin_name: str, **kwargs) -> Any:
 
 #: hook -> (the records it returns, what a plugin must return)
 _RECORD_HOOKS = {
-    "nnvm_ops": ("ops", "OpDef or OpAttrDef records (nnvm.op.define_op, nnvm.op.OpAttrDef)"),
+    "nnvm_ops": ("ops", "OpDef, OpAttrDef or LazyOpFamily records (nnvm.op.define_op, "
+                        "nnvm.op.OpAttrDef, nnvm.op.LazyOpFamily)"),
     "nnvm_passes": ("passes", "PassDef or PipelineDef records (nnvm.pass_manager.define_pass)"),
     "nnvm_targets": ("targets", "backend objects (nnvm.backend.Backend protocol)"),
     "nnvm_frontends": ("frontends", "frontend objects (nnvm.frontend.Frontend protocol)"),
@@ -260,7 +261,7 @@ def _records(pm, name: str) -> dict[str, list]:
     from . import op, pass_manager
 
     out = {kind: [] for kind, _ in _RECORD_HOOKS.values()}
-    kinds = {"ops": (op.OpDef, op.OpAttrDef),
+    kinds = {"ops": (op.OpDef, op.OpAttrDef, op.LazyOpFamily),
              "passes": (pass_manager.PassDef, pass_manager.PipelineDef)}
     legacy = _LegacyRegistry(name)
     for hook in (*_RECORD_HOOKS, *_LEGACY_HOOKS):
@@ -313,7 +314,8 @@ def _register_from(pm, name: str) -> None:
         _frontends[f.name] = f
     _unprobed[name] = (backends, frontends)
     info.provides = {
-        "ops": sorted(r.name for r in records["ops"] if isinstance(r, op.OpDef)),
+        "ops": sorted(name for r in records["ops"] for name in (
+            (r.name,) if isinstance(r, op.OpDef) else getattr(r, "ops", ()))),
         "passes": sorted(r.name for r in records["passes"]
                          if isinstance(r, pass_manager.PassDef)),
         "targets": [b.name for b in backends],
