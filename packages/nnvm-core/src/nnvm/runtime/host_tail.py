@@ -7,10 +7,11 @@ turn and returns the model's outputs in the model's order, those of the tail wit
 they have in this run (``output_shapes`` says None for them).
 
 Its artifact is the static part's own artifact (target, graph.json, params.bin and the
-backend's members, so the backend loads it as ever) plus four core members: the tail's graph
-JSON and params, its control-flow bodies' constants, and ``host_tail.json``, the wiring (where
-each tail input comes from, where each model output comes from, the model's inputs and
-outputs). ``nnvm.runtime.load`` wraps the backend's module again when the wiring is there.
+backend's members, so the backend loads it as ever) plus core members: the tail's graph
+JSON and params, its control-flow bodies' constants, the values of model outputs folded to
+constants at import (in neither part), and ``host_tail.json``, the wiring (where each tail
+input comes from, where each model output comes from, the model's inputs and outputs).
+``nnvm.runtime.load`` wraps the backend's module again when the wiring is there.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ WIRING = "host_tail.json"
 TAIL_GRAPH = "host_tail_graph.json"
 TAIL_PARAMS = "host_tail_params.bin"
 TAIL_SUBGRAPH_PARAMS = "host_tail_subgraph_params.bin"
+CONSTANT_OUTPUTS = "host_tail_constant_outputs.bin"
 HOST_REASON = "data-dependent output shape, run on the host after the compiled part"
 _IO = ("input_names", "input_shapes", "input_dtypes", "output_names", "output_shapes",
        "output_dtypes")
@@ -44,6 +46,9 @@ class HostTailModule(Module):
             ``[[source, key], ...]``, a source being ``"static"`` (key: output index of
             the static part), ``"tail"`` (output index of the tail) or ``"feed"`` (key: a
             model input or param name).
+        constant_outputs: the values of ``"feed"`` outputs that are neither a model input
+            nor a param of either part (outputs folded to constants at import, e.g. the
+            Shape of a static tensor), taken from ``params``.
     """
 
     def __init__(self, graph: Graph, static: Module, tail: Module, tail_inputs: dict,
@@ -57,6 +62,9 @@ class HostTailModule(Module):
         for key, value in (io or {}).items():
             setattr(self, key, value)
         self.params = {**tail.params, **static.params}
+        self.constant_outputs = {key: params[key] for source, key in self.wiring["outputs"]
+                                 if source == "feed" and key in params and
+                                 key not in self.params}
         _compile_bodies(tail.graph, static)
 
     #: backend extras forwarded to the compiled part (present only when it has them, so
@@ -77,9 +85,8 @@ class HostTailModule(Module):
             elif key not in self.tail.params or feed[key] is not self.tail.params[key]:
                 tail_feed[name] = feed[key]
         tail_out = self.tail.run(**tail_feed)
-        pick = {"static": static_out, "tail": tail_out}
-        return [feed[key] if source == "feed" else pick[source][key]
-                for source, key in self.wiring["outputs"]]
+        pick = {"static": static_out, "tail": tail_out, "feed": {**self.constant_outputs, **feed}}
+        return [pick[source][key] for source, key in self.wiring["outputs"]]
 
     def stats(self) -> dict[str, Any]:
         """The compiled part's statistics plus ``host_nodes`` (how many nodes run on the host
@@ -140,6 +147,8 @@ class HostTailModule(Module):
         sub = subgraph_params(self.tail.graph)
         if sub:
             members[TAIL_SUBGRAPH_PARAMS] = save_param_dict(sub)
+        if self.constant_outputs:
+            members[CONSTANT_OUTPUTS] = save_param_dict(self.constant_outputs)
         return members
 
 
@@ -256,7 +265,12 @@ def attach_host_tail(module: Module, artifact) -> Module:
             where, lambda: load_param_dict(artifact.members[TAIL_SUBGRAPH_PARAMS]))
         attach_subgraph_params(graph, flat, where)
     tail = ReferenceModule(graph, params)
-    _check_wiring(wiring, module, tail, artifact._where(WIRING))
+    constants = {}
+    if CONSTANT_OUTPUTS in artifact.members:
+        constants = _as_serialization_error(
+            artifact._where(CONSTANT_OUTPUTS),
+            lambda: load_param_dict(artifact.members[CONSTANT_OUTPUTS]))
+    _check_wiring(wiring, module, tail, constants, artifact._where(WIRING))
     if "structure" in wiring:
         from .structured_outputs import STRUCTURE_ATTR
 
@@ -265,16 +279,17 @@ def attach_host_tail(module: Module, artifact) -> Module:
     io["input_shapes"] = {k: _tuple(v) for k, v in io["input_shapes"].items()}
     io["output_shapes"] = [_tuple(v) for v in io["output_shapes"]]
     return HostTailModule(graph, module, tail, wiring["tail_inputs"], wiring["outputs"],
-                          wiring["host_nodes"], artifact.manifest["target"], {}, io)
+                          wiring["host_nodes"], artifact.manifest["target"], constants, io)
 
 
 def _tuple(shape):
     return None if shape is None else tuple(shape)
 
 
-def _check_wiring(wiring: dict, static: Module, tail: Module, where: str) -> None:
+def _check_wiring(wiring: dict, static: Module, tail: Module, constants: dict,
+                  where: str) -> None:
     """Every index in range and every name known, before the module is ever run."""
-    known = set(wiring["io"]["input_shapes"])
+    known = set(wiring["io"]["input_shapes"]) | set(constants)
     sizes = {"static": len(static.output_names), "tail": len(tail.output_names)}
 
     def check(path: str, source: str, key: Any, allowed: tuple) -> None:
