@@ -34,10 +34,12 @@ def nnvm_ops() -> list:
 
     ``nnvm.op.define_op(name, doc=..., shape=..., reference=..., ...)`` builds an ``OpDef``
     for a new op; ``nnvm.op.OpAttrDef(op, key, value, plevel)`` adds or overrides one
-    attribute of an existing op (a target's FAlterOpLayout, a faster FReference).
+    attribute of an existing op (a target's FAlterOpLayout, a faster FReference);
+    ``nnvm.op.LazyOpFamily(source, ops, aliases)`` names a module of ``OpDef`` records that
+    is imported only when one of its ops is first looked up (core's families).
 
     Returns:
-        A list of ``OpDef`` and ``OpAttrDef`` records.
+        A list of ``OpDef``, ``OpAttrDef`` and ``LazyOpFamily`` records.
     """
 
 

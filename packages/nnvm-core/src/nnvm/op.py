@@ -227,8 +227,9 @@ class LazyOpFamily:
         if missing:
             raise PluginError(format_error(
                 f"op family {self.source}", f"does not define {', '.join(missing[:5])}",
-                "the ops its LazyOpFamily record lists", "fewer",
-                fix="Regenerate the record (core: python -m nnvm.ops._make_index)"))
+                "every op its LazyOpFamily record lists", f"{len(missing)} missing",
+                fix="The record is stale: regenerate it (core's: python -m "
+                    "nnvm.ops._make_index)"))
         return ops
 
 
@@ -301,10 +302,13 @@ class OpSet:
         return iter(self.records)
 
 
-def register_records(records: Sequence[OpDef | OpAttrDef], provider: str) -> None:
+def register_records(records: Sequence[OpDef | OpAttrDef | LazyOpFamily],
+                     provider: str) -> None:
     """Add ops and attributes credited to ``provider`` (the plugin whose hook returned them).
 
-    All are checked before any is added, so a refused plugin leaves nothing behind.
+    All are checked before any is added, so a refused plugin leaves nothing behind. A
+    ``LazyOpFamily`` only reserves its names; an ``OpAttrDef`` on one of them waits in
+    ``_PENDING`` until the family loads.
 
     Raises:
         PluginError: an op name is taken, an attribute names an unknown op, or an attribute
