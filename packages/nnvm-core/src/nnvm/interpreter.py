@@ -53,6 +53,12 @@ class Interpreter:
                 fix=f"for {', '.join(missing[:5])}; a plugin adds one by returning "
                     "OpAttrDef(op, 'FReference', kernel) from its nnvm_ops hook"))
         self._uses = uses
+        dtypes = graph.attrs.get("dtype")
+        #: per entry, the inferred dtype as a NumPy dtype (None: unknown), compared with each
+        #: kernel's result: ``dtype.name`` is a Python-level property, and on a host tail of
+        #: a thousand small steps its cost per output showed in the profile
+        self._want = [None] * idx.num_node_entries if dtypes is None else \
+            [_want_dtype(d) for d in dtypes]
 
     def run(self, feed: Mapping[str, Any]) -> list[np.ndarray]:
         """Run with ``feed`` mapping every variable name to an array; returns the outputs."""
@@ -60,6 +66,7 @@ class Interpreter:
         rptr = idx.entry_rptr
         shapes = self.graph.attrs.get("shape")
         dtypes = self.graph.attrs.get("dtype")
+        want = self._want
         vals: list[Any] = [None] * idx.num_node_entries
         for nid in idx.input_nodes:
             node = idx.nodes[nid]
@@ -86,7 +93,7 @@ class Interpreter:
                                                   "number of outputs", len(outs), len(res)))
             for e, r in zip(outs, res):
                 r = np.asarray(r)
-                if dtypes is not None and dtypes[e] is not None and r.dtype.name != dtypes[e]:
+                if want[e] is not None and r.dtype != want[e]:
                     if self.check:
                         raise ExecutionError(format_error(node_where(node), "kernel dtype "
                                                           "disagrees with FInferType",
@@ -133,6 +140,17 @@ def run_reference(node, *args) -> tuple:
         raise ExecutionError(format_error(node_where(node), f"reference kernel failed: "
                                           f"{exc!r}")) from exc
     return tuple(res) if isinstance(res, (tuple, list)) else (res,)
+
+
+def _want_dtype(name: str | None):
+    """``name``'s NumPy dtype; the name itself where NumPy cannot resolve it here (a result
+    then differs from it, and converting it raises as the run needs it); None: unknown."""
+    if name is None:
+        return None
+    try:
+        return _np_dtype(name)
+    except ExecutionError:
+        return name
 
 
 def _np_dtype(name: str):
