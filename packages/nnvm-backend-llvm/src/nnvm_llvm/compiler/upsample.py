@@ -6,9 +6,10 @@ Detectors and text detectors upsample their feature pyramids with ``Resize(mode=
 scales=2)``; run by the NumPy reference (float64 tensordot) it took half of a YOLO-class
 model's time. For those the source index of every output position is not re-derived: the
 op's own reference kernel maps a tensor of flat indices at build time, and the gather applies
-only when that map is exactly ``i // s`` on every resized axis. Every other nearest or linear
-resize computes its source coordinates per element (``resize_interp``); antialiased
-downsampling keeps the reference kernel, with the reason in ``stats()``.
+only when that map is exactly ``i // s`` on every resized axis. Every other nearest, linear
+or cubic resize is one pass per axis over per-axis index/weight tables (``resize_interp``,
+scheduled by ``resize_schedule``); antialiased downsampling keeps the reference kernel,
+with the reason in ``stats()``.
 Registered only when the lowering table has no ``resize`` rule of its own.
 """
 
@@ -19,7 +20,7 @@ from tvm import te
 
 from nnvm.op import get_op
 
-from . import lowering, resize_interp
+from . import lowering, resize_interp, resize_schedule
 from .lowering import Lowering
 
 
@@ -79,4 +80,5 @@ def install() -> None:
     """Add the rule unless the table already lowers ``resize`` (its own rule wins)."""
     if "resize" in lowering.LOWERINGS:
         return
-    lowering.LOWERINGS["resize"] = Lowering(_compute, "injective", None, _supports)
+    lowering.LOWERINGS["resize"] = Lowering(_compute, "resize", None, _supports)
+    resize_schedule.install()
