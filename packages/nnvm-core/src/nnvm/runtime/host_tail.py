@@ -113,6 +113,9 @@ class HostTailModule(Module):
             stats["fallback_ops"] = sorted(set(ops) | set(host.values()))
         stats.update(num_nodes=stats["num_nodes"] + len(nodes), host_nodes=len(nodes),
                      target=self.target)
+        first = tail_summary(self.host_nodes, self.tail.graph)
+        if first["first_node"] is not None:
+            stats["host_tail_from"] = f"{first['first_node']} ({first['first_op']})"
         return stats
 
     def export_c(self, path: str) -> dict:
@@ -196,6 +199,49 @@ class _ExportView:
         return {**self._module.static._artifact_members(), **self._module.tail_members()}
 
 
+def tail_summary(host_nodes: list, tail: Graph, outputs: list | None = None) -> dict:
+    """What a host tail runs: ``host_nodes`` (count), ``first_node`` and ``first_op`` (where
+    the data-dependent part starts), ``ops`` (op name -> count, most first) and, given the
+    model's ``outputs`` records, those too (the compiled part's are not the model's)."""
+    ops = {n.name: n.op.name for n in tail.index.nodes if n.op is not None}
+    counts: dict[str, int] = {}
+    for op in ops.values():
+        counts[op] = counts.get(op, 0) + 1
+    first = host_nodes[0] if host_nodes else None
+    out = {"host_nodes": len(ops), "first_node": first, "first_op": ops.get(first),
+           "ops": dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))}
+    if outputs is not None:
+        out["outputs"] = outputs
+    return out
+
+
+def host_tail_summary(artifact) -> dict | None:
+    """``tail_summary`` of an artifact's host tail with the model's outputs, or None when it
+    has none. Why: ``nnvm inspect`` and the manifest describe ``graph.json``, which is the
+    compiled part only; this reads the core members alone, so it works where the target's
+    backend cannot load. Raises SerializationError for a malformed tail, as loading would."""
+    if WIRING not in artifact.members:
+        return None
+    wiring = artifact.json_member(WIRING, _schema())
+    io = wiring["io"]
+    outputs = [{"name": n, "shape": s, "dtype": d} for n, s, d in
+               zip(io["output_names"], io["output_shapes"], io["output_dtypes"])]
+    return tail_summary(wiring["host_nodes"], _tail_graph(artifact), outputs)
+
+
+def _tail_graph(artifact) -> Graph:
+    """The tail's graph member, parsed (SerializationError naming it when missing or bad)."""
+    from ..serialization.graph_json import load_json
+    from .artifact import _as_serialization_error
+
+    for name in (TAIL_GRAPH, TAIL_PARAMS):
+        if name not in artifact.members:
+            raise SerializationError(format_error(artifact._where(name), "is missing",
+                                                  fix="Re-export the model"))
+    return _as_serialization_error(artifact._where(TAIL_GRAPH),
+                                   lambda: load_json(artifact.members[TAIL_GRAPH]))
+
+
 def _compile_bodies(tail: Graph, static: Module) -> None:
     """Control flow in the tail (an If whose branches give different shapes, a Loop that
     stops early) decides on the host but runs its bodies compiled for the static part's
@@ -246,17 +292,11 @@ def attach_host_tail(module: Module, artifact) -> Module:
     if WIRING not in artifact.members:
         return module
     from ..backends.reference import ReferenceModule
-    from ..serialization.graph_json import load_json
     from ..serialization.param_dict import load_param_dict
     from .artifact import _as_serialization_error, attach_subgraph_params
 
     wiring = artifact.json_member(WIRING, _schema())
-    for name in (TAIL_GRAPH, TAIL_PARAMS):
-        if name not in artifact.members:
-            raise SerializationError(format_error(artifact._where(name), "is missing",
-                                                  fix="Re-export the model"))
-    graph = _as_serialization_error(artifact._where(TAIL_GRAPH),
-                                    lambda: load_json(artifact.members[TAIL_GRAPH]))
+    graph = _tail_graph(artifact)
     params = _as_serialization_error(artifact._where(TAIL_PARAMS),
                                      lambda: load_param_dict(artifact.members[TAIL_PARAMS]))
     if TAIL_SUBGRAPH_PARAMS in artifact.members:
@@ -311,4 +351,5 @@ def _check_wiring(wiring: dict, static: Module, tail: Module, constants: dict,
         check(f"outputs[{i}]", source, key, ("static", "tail"))
 
 
-__all__ = ["HostTailModule", "attach_host_tail", "host_tail_error"]
+__all__ = ["HostTailModule", "attach_host_tail", "host_tail_error", "host_tail_summary",
+           "tail_summary"]

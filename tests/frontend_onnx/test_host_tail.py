@@ -1,8 +1,9 @@
-"""A model with a host tail whose other outputs fold to constants at import (the Shape of a
-static tensor, arithmetic on initializers): those outputs come from neither the compiled
-part nor the tail, so the host-tail module must hold their values itself, and its artifact
-must carry them. Checked against onnxruntime on every target, and after export in a fresh
-process."""
+"""Host tails beyond the data-dependent ops themselves: a model whose other outputs fold to
+constants at import (the Shape of a static tensor, arithmetic on initializers) - those
+outputs come from neither the compiled part nor the tail, so the module holds their values
+and its artifact carries them - checked against onnxruntime on every target and after export
+in a fresh process; and what an artifact says about its tail (``nnvm inspect`` and the
+manifest describe the compiled part only)."""
 
 from __future__ import annotations
 
@@ -84,3 +85,22 @@ def test_constant_outputs_beside_a_host_tail_run_and_export(tmp_path, target):
     n = len(lib.output_names)
     for i, feed in enumerate(FEEDS):
         _assert_matches([got[f"arr_{i * n + k}"] for k in range(n)], ort_run(_model(), feed))
+
+
+def test_artifact_and_stats_name_the_tail(tmp_path):
+    """The summary names the tail's size, first node and the model's own outputs (the
+    artifact's graph.json has the compiled part's); an artifact without a tail has none."""
+    from nnvm.runtime.artifact import read_artifact
+    from nnvm.runtime.host_tail import host_tail_summary
+
+    lib = _build("llvm")
+    assert lib.stats()["host_tail_from"] == "find (non_zero)"
+    lib.export(str(tmp_path / "m.nnvm"))
+    summary = host_tail_summary(read_artifact(str(tmp_path / "m.nnvm")))
+    assert summary["host_nodes"] == 1 and summary["ops"] == {"non_zero": 1}
+    assert (summary["first_node"], summary["first_op"]) == ("find", "non_zero")
+    assert [(o["name"], o["shape"], o["dtype"]) for o in summary["outputs"]] == [
+        ("nz", None, "int64"), ("shape", [2], "int64"), ("doubled", [], "float32"),
+        ("r", [2, 12], "float32")]
+    lib.static.export(str(tmp_path / "static.nnvm"))
+    assert host_tail_summary(read_artifact(str(tmp_path / "static.nnvm"))) is None
