@@ -180,15 +180,22 @@ def test_running_a_reference_artifact_imports_no_plugin_package(tmp_path):
 @pytest.mark.parametrize("pytest_exit, ci_exit", [(0, 0), (1, 1), (5, 1)])
 def test_ci_run_fails_when_no_test_ran_and_counts_lines(tmp_path, pytest_exit, ci_exit):
     """.ci/run with its prepared venv holding stand-ins for pip and hatch (the network step):
-    pytest's exit 5 ("no tests collected") fails CI, and the per-package line count prints."""
+    pytest's exit 5 ("no tests collected") fails CI, and the per-package line count prints.
+    Environments kept from an earlier run are pruned before the tests (stale editable
+    metadata failed a CI run once: version 0.3.0 listed for 0.4.0)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "activate").write_text(f'PATH="{bin_dir}:$PATH"\n')
+    calls = tmp_path / "hatch-calls"
     for name, code in (("pip", 0), ("hatch", pytest_exit)):
-        (bin_dir / name).write_text(f"#!/bin/sh\nexit {code}\n")
+        (bin_dir / name).write_text(
+            f'#!/bin/sh\necho "{name} $*" >> "{calls}"\n[ "$1 $2" = "env prune" ] && exit 0\n'
+            f"exit {code}\n")
         (bin_dir / name).chmod(0o755)
     proc = _run(["bash", str(ROOT / ".ci" / "run")], tmp_path, NNVM_CI_VENV=str(tmp_path))
     assert proc.returncode == ci_exit, proc.stdout + proc.stderr
+    hatch_calls = [c for c in calls.read_text().splitlines() if c.startswith("hatch")]
+    assert hatch_calls == ["hatch env prune", "hatch test"], hatch_calls
     counts = dict(line.split() for line in proc.stdout.splitlines()[1:] if line.startswith("  "))
     assert int(counts["nnvm-core"]) > 1000 and int(counts["nnvm-codegen-c"]) > 500, counts
     assert ("collected no tests" in proc.stderr) is (pytest_exit == 5)
