@@ -197,6 +197,42 @@ def test_nms_over_many_boxes_matches_onnxruntime(spread, limits, monkeypatch):
     _assert_matches(lib.run(**feed), ort_run(model, feed))
 
 
+@pytest.mark.parametrize("limits", [{}, {"_MAX_PAIRS": -1}], ids=["overlap-pairs", "blocked"])
+@pytest.mark.parametrize("center", [0, 1], ids=["corners", "center-size"])
+def test_nms_decides_borderline_iou_as_onnxruntime(center, limits, monkeypatch):
+    """400 pairs of boxes whose IoU lies within float32 rounding of the threshold: the
+    kernel computes IoU in float32 with onnxruntime's operations, so each pair is kept or
+    suppressed as onnxruntime does (in float64, most of them went the other way)."""
+    from nnvm.ops import vision
+
+    for name, value in limits.items():
+        monkeypatch.setattr(vision, name, value)
+    rng = np.random.default_rng(3)
+    n, iou = 400, np.float32(0.55)
+    y, x = rng.uniform(0, 100, n), rng.uniform(0, 100, n)
+    h, w = rng.uniform(1, 50, n), rng.uniform(1, 50, n)
+    shift = w - float(iou) * 2 * w / (1 + float(iou))  # equal boxes overlapping by IoU ~ iou
+    a, b = np.stack([y, x, y + h, x + w], 1), np.stack([y, x + shift, y + h, x + shift + w], 1)
+    boxes = np.stack([a, b], 1)
+    if center:
+        boxes = np.concatenate([(boxes[..., 1::-1] + boxes[..., :1:-1]) / 2,
+                                boxes[..., :1:-1] - boxes[..., 1::-1]], axis=-1)
+    feed = {"boxes": boxes.astype("float32"),
+            "scores": np.tile(np.array([[[0.9, 0.8]]], "float32"), (n, 1, 1))}
+    node = helper.make_node("NonMaxSuppression", ["boxes", "scores", "limit", "iou"], ["sel"],
+                            center_point_box=center)
+    model = make_model([node], [helper.make_tensor_value_info("boxes", F, [n, 2, 4]),
+                                helper.make_tensor_value_info("scores", F, [n, 1, 2])],
+                       [helper.make_tensor_value_info("sel", I64, [None, 3])],
+                       [helper.make_tensor("limit", I64, [1], [2]),
+                        helper.make_tensor("iou", F, [1], [iou])])
+    graph, params = nnvm.frontend.from_onnx(model, shape={k: v.shape for k, v in feed.items()})
+    lib = nnvm.compiler.build(graph, target="reference", params=params)
+    want = ort_run(model, feed)
+    assert 0 < len(want[0]) - n < n  # some pairs suppressed, some kept: a real borderline
+    _assert_matches(lib.run(**feed), want)
+
+
 def test_shape_of_a_static_tensor_still_folds():
     """Shape/Size of a tensor whose shape is known stay import-time constants."""
     model = make_model([helper.make_node("Shape", ["x"], ["s"]),

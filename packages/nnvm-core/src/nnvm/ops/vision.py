@@ -31,7 +31,9 @@ def _corners(boxes, center_point_box):
 
 def _iou(a, b):
     """IoU of boxes ``a`` and ``b``, each given as its four coordinate arrays (y1, x1, y2, x2)
-    (broadcast); 0 where a box or the union is empty (onnxruntime's rule)."""
+    (broadcast); 0 where a box or the union is empty (onnxruntime's rule). Computed in the
+    boxes' dtype with onnxruntime's operations in its order: float32 boxes give its float32
+    values, so a box whose IoU lies within rounding of the threshold is decided as it does."""
     (ay1, ax1, ay2, ax2), (by1, bx1, by2, bx2) = a, b
     ih = np.minimum(ay2, by2) - np.maximum(ay1, by1)
     iw = np.minimum(ax2, bx2) - np.maximum(ax1, bx1)
@@ -60,10 +62,10 @@ def _greedy_keep(corners, order, iou_t, limit, block=256):
             break
         cand = order[start:start + block]
         if kept.size:
-            cand = cand[(_iou_matrix(corners[kept], corners[cand]) <= iou_t).all(axis=0)]
+            cand = cand[~(_iou_matrix(corners[kept], corners[cand]) > iou_t).any(axis=0)]
         if not cand.size:
             continue
-        inner = _iou_matrix(corners[cand], corners[cand]) <= iou_t
+        inner = ~(_iou_matrix(corners[cand], corners[cand]) > iou_t)
         alive = np.ones(cand.size, dtype=bool)
         picked: list[int] = []
         for i in range(cand.size):
@@ -108,13 +110,14 @@ def _suppressing_pairs(box, iou_t):
 
     Candidates: after a sort on y1, box q (y1[q] >= y1[p]) can pass against box p only if
     it starts early enough, as IoU <= intersection height / height of p; ``reach`` is that
-    bound with slack for rounding, so a pair it drops has IoU <= ``iou_t`` however computed."""
+    bound in float64 with slack for rounding (float32 IoU is within 1e-6 of the exact one),
+    so a pair it drops has IoU <= ``iou_t`` however computed."""
     n = len(box)
     by_y = np.argsort(box[:, 0], kind="stable")
     coords = tuple(np.ascontiguousarray(c) for c in box[by_y].T)
-    y1, y2 = coords[0], coords[2]
+    y1, y2 = coords[0].astype(np.float64), coords[2].astype(np.float64)
     h = y2 - y1
-    reach = y2 - iou_t * h * (1 - 1e-6) + 1e-9 * (np.abs(y2) + h)
+    reach = y2 - float(iou_t) * h * (1 - 1e-5) + 1e-9 * (np.abs(y2) + h)
     counts = np.maximum(np.searchsorted(y1, reach, side="left") - np.arange(1, n + 1), 0)
     ends = np.cumsum(counts)
     if ends[-1] > _MAX_PAIRS:
@@ -129,7 +132,7 @@ def _suppressing_pairs(box, iou_t):
         rows = np.repeat(rows_here, c)
         cols = np.arange(int(ends[r1 - 1]) - base) + np.repeat(rows_here + 1 - (np.cumsum(c) - c),
                                                              c)
-        hit = ~(_iou([v[rows] for v in coords], [v[cols] for v in coords]) <= iou_t)
+        hit = _iou([v[rows] for v in coords], [v[cols] for v in coords]) > iou_t
         a, b = by_y[rows[hit]], by_y[cols[hit]]
         src.append(np.minimum(a, b))
         dst.append(np.maximum(a, b))
@@ -168,9 +171,11 @@ def _greedy_from_pairs(src, dst, n):
 
 def _nms_ref(attrs, boxes, scores):
     limit = attrs["max_output_boxes_per_class"]
-    iou_t, score_t = attrs["iou_threshold"], attrs["score_threshold"]
+    # onnxruntime's arithmetic: boxes and threshold in float32 (ONNX boxes are float32)
+    ftype = np.float64 if boxes.dtype == np.float64 else np.float32
+    iou_t, score_t = ftype(attrs["iou_threshold"]), attrs["score_threshold"]
     out = []
-    corners = _corners(boxes.astype(np.float64), attrs["center_point_box"])
+    corners = _corners(boxes.astype(ftype, copy=False), attrs["center_point_box"])
     for b in range(scores.shape[0]):
         for c in range(scores.shape[1]):
             s = scores[b, c].astype(np.float64)
