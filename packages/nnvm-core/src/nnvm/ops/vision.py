@@ -184,8 +184,10 @@ def _nms_ref(attrs, boxes, scores):
             keep = _overlap_keep(corners[b], cand, iou_t, limit)
             if keep is None:
                 keep = _greedy_keep(corners[b], cand, iou_t, limit)
-            out += [(b, c, k) for k in keep]
-    return np.array(out, dtype=np.int64).reshape(-1, 3)
+            triples = np.empty((len(keep), 3), dtype=np.int64)
+            triples[:, 0], triples[:, 1], triples[:, 2] = b, c, keep
+            out.append(triples)
+    return np.concatenate(out) if out else np.empty((0, 3), dtype=np.int64)
 
 
 def _nms_shape(attrs, ins, outs):
