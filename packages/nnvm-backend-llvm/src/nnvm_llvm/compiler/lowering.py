@@ -20,6 +20,7 @@ import tvm
 from tvm import te, topi
 
 from ..runtime.packing import packed_shape
+from .flat_window import FlatPlane, flat_planes, flat_window
 
 
 @dataclasses.dataclass
@@ -92,25 +93,49 @@ def _is_float(x) -> bool:
     return "float" in expr_dtype(x)
 
 
+def _float_constant(x):
+    """The value of ``x`` when it is a float constant or reads a constant tensor (a Clip
+    bound folded by the optimiser), else None."""
+    if isinstance(x, tvm.tirx.FloatImm):
+        return x.value
+    if isinstance(x, te.tensor.TensorSlice):
+        tensor = x.tensor
+    elif getattr(getattr(x, "op", None), "name", None) == "te.tensor_load":
+        tensor = x.args[0]
+    else:
+        return None
+    body = getattr(tensor.op, "body", None)
+    if body is not None and len(body) == 1 and isinstance(body[0], tvm.tirx.FloatImm):
+        return body[0].value
+    return None
+
+
 def keep_nan(x, y):
     """``y``, or ``x`` where ``x`` is NaN. Why: LLVM's min/max and TVM's clamped intrinsics
     (tanh clamps to [-9, 9]) turn NaN into a number, where NumPy and the reference target
-    propagate it; a model fed NaN must return NaN on every target."""
-    return tvm.tirx.Select(te.isnan(x), x, y) if _is_float(x) else y
+    propagate it; a model fed NaN must return NaN on every target. A constant ``x`` is
+    decided here: TVM folds neither ``isnan(6.0)`` nor the select around it, and its
+    vectoriser then ran every ReLU6 epilogue one lane at a time."""
+    if not _is_float(x):
+        return y
+    c = _float_constant(x)
+    if c is not None:
+        return x if np.isnan(c) else y
+    return tvm.tirx.Select(te.isnan(x), x, y)
 
 
 def nan_max(a, b):
     """``np.maximum``: NaN if either side is NaN (``te.max`` would return the other side)."""
     if not _is_float(a):
         return te.max(a, b)
-    return tvm.tirx.Select(te.isnan(b), b, keep_nan(a, te.max(a, b)))
+    return keep_nan(b, keep_nan(a, te.max(a, b)))
 
 
 def nan_min(a, b):
     """``np.minimum``: NaN if either side is NaN."""
     if not _is_float(a):
         return te.min(a, b)
-    return tvm.tirx.Select(te.isnan(b), b, keep_nan(a, te.min(a, b)))
+    return keep_nan(b, keep_nan(a, te.min(a, b)))
 
 
 def relu(x):
@@ -702,13 +727,14 @@ def _conv2d(attrs, ins, outs, ctx):
         _live_taps(kh, sh, dh, pads[0], int(x.shape[2]), oh),
         _live_taps(kw, sw, dw, pads[1], int(x.shape[3]), ow)) if not depthwise else (
         (0, kh, pads[0], pads[2]), (0, kw, pads[1], pads[3]))
-    xp = _padded(x, (pt, pl, pb, pr), ctx.name)
-    rh, rw = te.reduce_axis((0, kh), "rh"), te.reduce_axis((0, kw), "rw")
     if depthwise:
-        y = te.compute((n, oc, oh, ow), lambda b, c, i, j: te.sum(
-            xp[b, c, i * sh + rh * dh, j * sw + rw * dw] * w[c, 0, rh, rw], axis=[rh, rw]),
-            name="anchor_depthwise")
+        g = FlatPlane(kh, kw, sh, sw, dh, dw, pt, pl, int(x.shape[2]), int(x.shape[3]), oh, ow,
+                      ctx.vector_lanes)
+        y = flat_window(flat_planes(x, g, 0.0, ctx.name), g, te.sum,
+                        lambda v, c, rh, rw: v * w[c, 0, rh, rw], "anchor_depthwise")
     else:
+        xp = _padded(x, (pt, pl, pb, pr), ctx.name)
+        rh, rw = te.reduce_axis((0, kh), "rh"), te.reduce_axis((0, kw), "rw")
         ic = int(x.shape[1]) // groups  # input channels per group
         cog = oc // groups
         rc = te.reduce_axis((0, ic), "rc")

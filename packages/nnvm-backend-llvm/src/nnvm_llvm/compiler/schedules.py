@@ -14,7 +14,10 @@ Every group goes through the same three steps:
                  registers, reduction over (ic, kh, kw) inside, weights pre-packed
                  ``OIHW{bn}o`` (TVM's ``conv2d_NCHWc`` schedule, without leaving NCHW
                  between kernels);
-   ``depthwise``/``pool``  vectors along the output row, parallel over (n, c, oh);
+   ``depthwise`` per (n, c) plane in parallel: the plane padded and split into its stride
+                 phases in a cache-sized buffer, the window computed over it flattened, in
+                 register tiles of whole vectors (``flat_window``);
+   ``pool``      vectors along the output row, parallel over (n, c, oh);
    ``reduce``/``softmax``  parallel over the kept axes, the reductions computed per row;
    ``elemwise``/``injective``  one fused loop, split into vectors and parallel chunks;
 3. the epilogue (bias, activation, residual add...) is inlined into the master's
@@ -30,6 +33,8 @@ import dataclasses
 
 import tvm
 import tvm.s_tir as s_tir
+
+from .flat_window import flat_space, is_flat, schedule_flat
 
 #: work (multiply-adds or elements) under which a kernel stays on one thread: a parallel
 #: launch costs a few microseconds idle and far more on a loaded machine (a per-frame LSTM
@@ -347,6 +352,8 @@ def schedule_window(sch, func, info: ScheduleInfo, prefix: str) -> bool:
     anchor = _find(sch, prefix)
     if anchor is None:
         return False
+    if is_flat(sch, anchor):
+        return schedule_flat(sch, anchor, info, _extent, PARALLEL_MIN_WORK)
     loops = sch.get_loops(anchor)
     b, c, i, j = loops[:4]
     red = loops[4:]
@@ -587,7 +594,10 @@ def _conv2d_space(sch, info: ScheduleInfo) -> dict:
 
 def _window_space(prefix: str):
     def space(sch, info: ScheduleInfo) -> dict:
-        b, c, i, j = sch.get_loops(_find(sch, prefix))[:4]
+        anchor = _find(sch, prefix)
+        if is_flat(sch, anchor):
+            return flat_space(sch, anchor, info, _extent, PARALLEL_MIN_WORK)
+        b, c, i, j = sch.get_loops(anchor)[:4]
         ow = _extent(sch, j)
         rows = _extent(sch, b) * _extent(sch, c) * _extent(sch, i)
         return {"vw": _choices(_pick(ow, (info.lanes, 8, 14, 7, 4, 2)),

@@ -1,0 +1,255 @@
+"""Sliding windows over one channel's plane at a time (depthwise conv, max/avg pooling),
+computed on the *flattened* padded plane.
+
+Why: computed row by row on a fully materialised padded tensor (the earlier lowering), a
+depthwise conv paid three times over. The padded copy of the whole input was a second pass
+through memory (half the time of MobileNet's stride-2 layers); stride 2 made every vector
+load along the row a stride-2 gather, nine times per output; and rows no vector divides (7,
+14, 28, 38 wide) got 7-, 14- or 2-lane vectors or none.
+
+Here, per (n, c) plane, inside the parallel loop:
+
+1. the plane is padded into a small buffer that stays in cache (``pad_*``), split into its
+   ``sh x sw`` *stride phases* (phase ``(a, e)`` holds padded rows ``a, a + sh, ...`` and
+   columns ``e, e + sw, ...``), so every tap of a strided window reads a phase at unit
+   stride; the copy is paid once, the loads ``kh x kw`` times;
+2. the window is computed over the phase planes *flattened*: output ``(i, j)`` sits at
+   ``p = i * Wrow + j`` where ``Wrow`` is the phase planes' row pitch, and tap ``(rh, rw)``
+   reads the flat phase plane at ``p + off(rh, rw)``, one contiguous vector load per tap
+   for any row width. Columns ``j >= ow`` of each flat row are computed and dropped (they
+   read the next row's padding: ``Wrow = ow + (kw - 1) * dw // sw`` keeps the valid ones
+   from wrapping), so a 7 x 7 plane is five 16-lane vectors instead of seven 7-lane ones;
+3. the output rows are read back out of the flat result, the epilogue fused into that copy.
+
+Shapes are static; the geometry is :class:`FlatPlane`. The schedule is
+``schedules.schedule_window`` (the ``anchor_*`` block with three spatial axes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from tvm import te, tirx
+
+#: output vectors per register tile (independent accumulators): an FMA chain of one vector
+#: per tile waits on its own latency at every tap
+REG_TILE_PREFS = (4, 5, 3, 6, 7, 2, 8)
+
+
+@dataclasses.dataclass(frozen=True)
+class FlatPlane:
+    """Geometry of one window on the flattened phase planes of an ``h x w`` input."""
+
+    kh: int
+    kw: int
+    sh: int
+    sw: int
+    dh: int
+    dw: int
+    pt: int
+    pl: int
+    h: int
+    w: int
+    oh: int
+    ow: int
+    lanes: int
+
+    @property
+    def gh(self) -> int:  # phases a dilated tap can land on are multiples of gcd(d, s)
+        return math.gcd(self.dh, self.sh)
+
+    @property
+    def gw(self) -> int:
+        return math.gcd(self.dw, self.sw)
+
+    @property
+    def phases_h(self) -> int:
+        return max((r * self.dh) % self.sh for r in range(self.kh)) // self.gh + 1
+
+    @property
+    def phases_w(self) -> int:
+        return max((r * self.dw) % self.sw for r in range(self.kw)) // self.gw + 1
+
+    @property
+    def reach(self) -> tuple[int, int]:
+        """How far (phase rows, phase columns) the last tap lies from the first."""
+        return (self.kh - 1) * self.dh // self.sh, (self.kw - 1) * self.dw // self.sw
+
+    @property
+    def tile(self) -> tuple[int, int]:
+        """``(R, Wrow)``: flat rows computed and their pitch, ``R >= oh``, ``Wrow >= ow +
+        reach`` (so valid columns never wrap into the next row), ``R * Wrow`` whole vectors:
+        the fewest such, preferring (within 1/32 more) a count a register tile divides."""
+        wmin = self.ow + self.reach[1]
+        cands = sorted((r * w, r, w) for r in range(self.oh, self.oh + self.lanes + 1)
+                       for w in range(wmin, wmin + self.lanes + 1) if (r * w) % self.lanes == 0)
+        best = cands[0][0]
+        tiled = [c for c in cands if c[0] * 32 <= best * 33
+                 and _reg_tile(c[0] // self.lanes) > 1]
+        _, r, w = (tiled or cands)[0]
+        return r, w
+
+    @property
+    def rows(self) -> int:
+        """Rows of each phase plane: the computed rows, the taps' reach, and one more for the
+        wrap of the dropped columns of the last row."""
+        return self.tile[0] + self.reach[0] + (1 if self.reach[1] else 0)
+
+
+def flat_planes(x, g: FlatPlane, pad_value, name: str):
+    """``pad_phases_<name>``: ``(n, c, phases_h, phases_w, rows, Wrow)`` padded phase planes.
+    Strided, they are de-interleaved from a padded plane (``pad_<name>``): bounds checked in
+    the phase layout tie each check to two loops (row and phase), which TVM cannot split
+    from the copy, and the per-element check cost more than the whole window."""
+    n, c = x.shape[0], x.shape[1]
+    shape = (n, c, g.phases_h, g.phases_w, g.rows, g.tile[1])
+    if g.sh == g.sw == 1:
+        return te.compute(shape, lambda b, ch, a, e, r, t: _padded_at(
+            x, g, pad_value, b, ch, r, t), name="pad_phases_" + name)
+    hp = (g.rows - 1) * g.sh + (g.phases_h - 1) * g.gh + 1
+    wp = (g.tile[1] - 1) * g.sw + (g.phases_w - 1) * g.gw + 1
+    xp = te.compute((n, c, hp, wp), lambda b, ch, r, t: _padded_at(
+        x, g, pad_value, b, ch, r, t), name="pad_" + name)
+    return te.compute(shape, lambda b, ch, a, e, r, t: xp[
+        b, ch, r * g.sh + a * g.gh, t * g.sw + e * g.gw], name="pad_phases_" + name)
+
+
+def _padded_at(x, g: FlatPlane, pad_value, b, ch, r, t):
+    """Element ``(r, t)`` of the padded plane: the input, or ``pad_value`` outside it."""
+    hi, wi = r - g.pt, t - g.pl
+    inside = tirx.all(hi >= 0, hi < g.h, wi >= 0, wi < g.w)
+    return tirx.if_then_else(inside, x[b, ch, hi, wi], tirx.const(pad_value, x.dtype))
+
+
+def flat_window(xq, g: FlatPlane, combine, tap, name: str):
+    """The window over the flat phase planes: ``(n, c, R, Wrow)``, reduced by ``combine``
+    (``te.sum``/``te.max``) over ``tap(value, c, rh, rw)`` (the weight multiply, or the
+    value itself); then cropped to ``(n, c, oh, ow)``."""
+    n, c = xq.shape[0], xq.shape[1]
+    rows, wrow = g.tile
+    rh, rw = te.reduce_axis((0, g.kh), "rh"), te.reduce_axis((0, g.kw), "rw")
+
+    def at(b, ch, r, t):
+        dy, dx = rh * g.dh, rw * g.dw
+        q = (r + dy // g.sh) * wrow + t + dx // g.sw  # flat: a tap may wrap a dropped column
+        v = xq[b, ch, (dy % g.sh) // g.gh, (dx % g.sw) // g.gw, q // wrow, q % wrow]
+        return combine(tap(v, ch, rh, rw), axis=[rh, rw])
+    acc = te.compute((n, c, rows, wrow), at, name=name)
+    if (rows, wrow) == (g.oh, g.ow):
+        return acc
+    return te.compute((n, c, g.oh, g.ow), lambda b, ch, i, j: acc[b, ch, i, j],
+                      name=name + "_rows")
+
+
+def _phase_planes(sch, anchor):
+    """The ``pad_*`` block making ``anchor``'s phase planes, or None."""
+    return next((pr for pr in sch.get_producers(anchor)
+                 if sch.get(pr).name_hint.startswith("pad_")
+                 and len(sch.get(pr).writes[0].source.shape) == 6), None)
+
+
+def is_flat(sch, anchor) -> bool:
+    """Whether ``anchor`` was lowered by :func:`flat_window` (it reads phase planes)."""
+    return _phase_planes(sch, anchor) is not None
+
+
+def schedule_flat(sch, anchor, info, extent, parallel_min_work: int) -> bool:
+    """Per plane (the parallel loop over ``n x c``): the padded phase planes, then register
+    tiles of ``rt`` vectors of ``vw`` flat outputs (the taps outside the tile, so every tap
+    feeds ``rt`` independent accumulators), then the output rows with the epilogue. Knobs:
+    ``vw``, ``rt``, ``parallel``."""
+    (b, c, r, t, *red), (rows, wrow, work) = sch.get_loops(anchor), _sizes(sch, anchor, extent)
+    vw = info.knobs.get("vw") or info.lanes
+    if (rows * wrow) % vw:
+        return False
+    rt = info.knobs.get("rt") or _reg_tile(rows * wrow // info.lanes)
+    pad = _phase_planes(sch, anchor)
+    # one flat output axis: p = r * Wrow + t, so the register tiles run across rows
+    sch.transform_block_layout(anchor, lambda vb, vc, vr, vt, vh, vw_: (
+        vb, vc, vr * wrow + vt, vh, vw_))
+    b, c, p, *red = sch.get_loops(anchor)
+    bc = sch.fuse(b, c)
+    # rows and padding placed per plane while the accesses are still (row, column) pairs,
+    # then both buffers flat, so each tap's index (q // Wrow, q % Wrow) simplifies to q
+    for consumer in sch.get_consumers(anchor):
+        sch.reverse_compute_at(consumer, bc)  # rows left to LLVM: TVM scalarises isnan
+    sch.compute_at(pad, bc)
+    plane = next((pr for pr in sch.get_producers(pad)
+                  if sch.get(pr).name_hint.startswith("pad_")), None)
+    if plane is not None:  # strided: the padded plane, then its phases de-interleaved
+        sch.compute_at(plane, bc)
+        _try_decompose_padding(sch, plane)
+        _deinterleave(sch, pad)
+    else:
+        _try_decompose_padding(sch, pad)
+    _flatten_rows(sch, pad)
+    _flatten_rows(sch, anchor)
+    po, pi = sch.split(p, [None, vw])
+    poo, poi = sch.split(po, [None, rt])
+    sch.reorder(poo, *red, poi, pi)
+    wb = sch.cache_write(anchor, 0, "local")
+    sch.reverse_compute_at(wb, poo)
+    if info.knobs.get("parallel", work >= parallel_min_work) and extent(sch, bc) > 1:
+        sch.parallel(bc)
+    sch.unroll(poi)
+    sch.vectorize(pi)
+    init = sch.decompose_reduction(anchor, red[0])
+    sch.vectorize(sch.get_loops(init)[-1])
+    wo, wi = sch.split(sch.get_loops(wb)[-1], [None, vw])
+    sch.unroll(wo)
+    sch.vectorize(wi)
+    return True
+
+
+def _deinterleave(sch, phases) -> None:
+    """The phase copy with the column phase innermost and unrolled, so LLVM sees the loads
+    of one input row at ``sw * t + e`` together (one interleaved group: wide loads and
+    shuffles, not gathers)."""
+    a, e, r, t = sch.get_loops(phases)[-4:]
+    sch.reorder(a, r, t, e)
+    sch.unroll(e)
+
+
+def _sizes(sch, anchor, extent) -> tuple[int, int, int]:
+    """``(R, Wrow, multiply-adds)`` of a flat window kernel."""
+    work = 1
+    for lp in sch.get_loops(anchor):
+        work *= extent(sch, lp)
+    _, _, r, t = sch.get_loops(anchor)[:4]
+    return extent(sch, r), extent(sch, t), work
+
+
+def flat_space(sch, anchor, info, extent, parallel_min_work: int) -> dict:
+    """``nnvm tune``'s knobs of :func:`schedule_flat`, the heuristic's choice first: vector
+    width, vectors per register tile (divisors of the flat length in whole vectors, valid at
+    either width) and whether to run the planes in parallel."""
+    rows, wrow, work = _sizes(sch, anchor, extent)
+    vecs = rows * wrow // info.lanes
+    first = _reg_tile(vecs)
+    return {"vw": [info.lanes, info.lanes // 2],
+            "rt": [first] + [r for r in REG_TILE_PREFS if vecs % r == 0 and r != first],
+            "parallel": [work >= parallel_min_work, work < parallel_min_work]}
+
+
+def _reg_tile(vecs: int) -> int:
+    return next((r for r in REG_TILE_PREFS if vecs % r == 0), 1)
+
+
+def _flatten_rows(sch, block) -> None:
+    """The buffer ``block`` writes with its last two axes (rows, Wrow) made one, so the flat index
+    ``(q // Wrow, q % Wrow)`` of every tap simplifies to ``q``: a contiguous vector."""
+    ndim = len(sch.get(block).writes[0].source.shape)
+    wrow = int(sch.get(block).writes[0].source.shape[-1])
+
+    def flat(*ax):
+        return (*ax[:ndim - 2], ax[ndim - 2] * wrow + ax[ndim - 1])
+    sch.transform_layout(block, ("write", 0), flat)
+
+
+def _try_decompose_padding(sch, pad) -> None:
+    """The padding split from the copy, so neither carries a per-element bound check."""
+    try:
+        sch.decompose_padding(pad, sch.get_loops(pad)[1])
+    except Exception:  # noqa: BLE001 - no padding pattern: the plain copy stays
+        pass
