@@ -35,6 +35,8 @@ from tvm import te, tirx
 #: output vectors per register tile (independent accumulators): an FMA chain of one vector
 #: per tile waits on its own latency at every tap
 REG_TILE_PREFS = (4, 5, 3, 6, 7, 2, 8)
+#: output rows a plane of short rows may have for its row loop to be unrolled
+SHORT_ROWS_UNROLLED = 32
 
 
 @dataclasses.dataclass(frozen=True)
@@ -172,7 +174,8 @@ def schedule_flat(sch, anchor, info, extent, parallel_min_work: int) -> bool:
     bc = sch.fuse(b, c)
     # rows and padding placed per plane while the accesses are still (row, column) pairs,
     # then both buffers flat, so each tap's index (q // Wrow, q % Wrow) simplifies to q
-    for consumer in sch.get_consumers(anchor):
+    consumers = sch.get_consumers(anchor)
+    for consumer in consumers:
         sch.reverse_compute_at(consumer, bc)  # rows left to LLVM: TVM scalarises isnan
     sch.compute_at(pad, bc)
     plane = next((pr for pr in sch.get_producers(pad)
@@ -196,6 +199,12 @@ def schedule_flat(sch, anchor, info, extent, parallel_min_work: int) -> bool:
     sch.vectorize(pi)
     init = sch.decompose_reduction(anchor, red[0])
     sch.vectorize(sch.get_loops(init)[-1])
+    for consumer in consumers:
+        i, j = sch.get_loops(consumer)[-2:]
+        if extent(sch, j) <= info.lanes and extent(sch, i) <= SHORT_ROWS_UNROLLED:
+            # short rows (7, 14 wide) one after another in straight-line code: as a loop,
+            # LLVM vectorised across the rows with gathers and scatters (3x slower)
+            sch.unroll(i)
     wo, wi = sch.split(sch.get_loops(wb)[-1], [None, vw])
     sch.unroll(wo)
     sch.vectorize(wi)
