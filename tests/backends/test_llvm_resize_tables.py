@@ -95,3 +95,21 @@ def test_passes_read_per_axis_tables_innermost_axis_first():
                       ("resize_tab1_w0", (256,)), ("resize_tab1_w1", (256,))]
     first = [t for t in stage if t.op.name.startswith("resize_stage")]
     assert [tuple(int(d) for d in t.shape) for t in first] == [(1, 21, 16, 255)]
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_fused_elementwise_neighbour_keeps_the_passes(rng, where):
+    """An elementwise op fused into the resize kernel: before it, it is inlined into the
+    first pass's reads; after it, it masters the group and the last pass is inlined into
+    its output while the earlier passes and the tables stay materialised (a table inlined
+    with Let-bound terms made TVM reject the kernel, leaving the plain loop nest)."""
+    shape = (1, 3, 9, 14)
+    x = sym.Variable("x")
+    attrs = {"mode": "linear", "sizes": (1, 3, 20, 32)}
+    y = sym.resize(sym.relu(x), **attrs) if where == "before" else \
+        sym.sigmoid(sym.resize(x, **attrs))
+    lib, ref = _build(y, shape, "float32")
+    feed = rng.standard_normal(shape).astype("float32")
+    np.testing.assert_allclose(lib.run(x=feed)[0], ref.run(x=feed)[0], rtol=1e-5, atol=1e-6)
+    assert lib.stats()["num_kernels"] == 1
+    assert lib.stats()["schedule_fallbacks"] == []  # the scheduled kernel compiled

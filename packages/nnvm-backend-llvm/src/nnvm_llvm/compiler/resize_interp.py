@@ -16,8 +16,7 @@ DeepLabV3's 21x16x16 -> 21x256x256 upsample went from 2.6 ms (float64 coordinate
 element) to 0.3 ms; ``resize_schedule`` keeps the passes from being inlined.
 
 Integer data is blended in float64 and rounded half to even, then saturated, as the
-reference does. Every per-axis subexpression (coordinate, ratio, weights) is bound once with
-``Let``. Not covered (``reason`` says so, and the op keeps its reference kernel):
+reference does. Not covered (``reason`` says so, and the op keeps its reference kernel):
 antialiased downsampling (its filter widens with the scale), ``exclude_outside`` (its
 normalising division made TVM's lowering passes take seconds each on a 4x4 input),
 ``tf_crop_and_resize`` without ``roi``.
@@ -137,21 +136,6 @@ def _cubic_taps(attrs, x, base, i0, n_in, compute, bind):
     return [(_clip_index(i, n_in), bind(c.astype(compute))) for i, c in zip(idx, coeffs)]
 
 
-def _bound(fn):
-    """``fn(bind)``'s expression with every subexpression ``bind`` named wrapped in a
-    ``Let``, so a cubic weight's terms are evaluated once, not once per use."""
-    lets = []
-
-    def bind(expr):
-        var = tvm.tirx.Var(f"t{len(lets)}", expr.ty)
-        lets.append((var, expr))
-        return var
-    total = fn(bind)
-    for var, expr in reversed(lets):
-        total = tvm.tirx.Let(var, expr, total)
-    return total
-
-
 def axis_tables(attrs, step, n_in, compute, tag):
     """Per-axis tables of one resized axis, each a small ``(n_out,)`` block: the index of
     every tap (int32), its weight (``compute``; None for nearest) and the extrapolation
@@ -168,9 +152,11 @@ def axis_tables(attrs, step, n_in, compute, tag):
                        lambda e: e))
 
     def tap(k, part):
-        return lambda o: _bound(lambda bind: _taps(
-            attrs, bind(coord(o)[0]), n_in, compute, bind)[k][part].astype(
-                "int32" if part == 0 else compute))
+        # plain expressions, no Let: a table inlined into its readers (by a schedule that
+        # does not keep ``resize_tab`` blocks) would repeat a Let's variable at every use,
+        # which TVM rejects
+        return lambda o: _taps(attrs, coord(o)[0], n_in, compute, lambda e: e)[k][part].astype(
+            "int32" if part == 0 else compute)
     idx = [te.compute((n_out,), tap(k, 0), name=f"resize_tab{tag}_i{k}")
            for k in range(n_taps)]
     weights = [None] * n_taps if attrs["mode"] == "nearest" else [

@@ -54,6 +54,10 @@ def schedule_resize(sch, func, info) -> bool:
 
 
 def install() -> None:
-    """Register the template under the ``resize`` kind (the lowering rule's kind)."""
-    schedules.KEEP.setdefault("resize", KEPT)
+    """Register the template under the ``resize`` kind (the lowering rule's kind), and keep
+    the passes and tables materialised where an elementwise op fused after the resize
+    masters the group (``sigmoid(resize(x))``: the generic schedule of its output)."""
     schedules.TEMPLATES.setdefault("resize", schedule_resize)
+    for kind in ("resize", "elemwise", "injective"):
+        kept = schedules.KEEP.get(kind, ())
+        schedules.KEEP[kind] = kept + tuple(p for p in KEPT if p not in kept)
