@@ -138,8 +138,8 @@ def flat_window(xq, g: FlatPlane, combine, tap, name: str):
         v = xq[b, ch, (dy % g.sh) // g.gh, (dx % g.sw) // g.gw, q // wrow, q % wrow]
         return combine(tap(v, ch, rh, rw), axis=[rh, rw])
     acc = te.compute((n, c, rows, wrow), at, name=name)
-    if (rows, wrow) == (g.oh, g.ow):
-        return acc
+    # always a crop, even of the whole: the schedule flattens the window's own buffer,
+    # which must never be the kernel's output
     return te.compute((n, c, g.oh, g.ow), lambda b, ch, i, j: acc[b, ch, i, j],
                       name=name + "_rows")
 
