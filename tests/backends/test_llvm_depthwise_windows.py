@@ -70,3 +70,29 @@ def test_depthwise_keeps_nan_through_relu6():
     want = np.zeros(got.shape, bool)
     want[0, 1, 2, 2] = True  # the one window (rows and columns 3..5) over element (4, 4)
     np.testing.assert_array_equal(np.isnan(got), want)
+
+
+def test_every_tuning_knob_of_a_depthwise_kernel_schedules():
+    """``nnvm tune``'s knobs for the flat window (``vw``, ``rt``, ``parallel``): the first of
+    each is the untuned kernel, and every combination is one the template accepts (a knob it
+    refused would fall back to the plain loop nest and waste the tuner's trials)."""
+    import itertools
+
+    import tvm
+    from nnvm_llvm.compiler.codegen import kernel_lowerings
+    from nnvm_llvm.compiler.schedules import ScheduleInfo, knob_space, schedule
+
+    rng = np.random.default_rng(5)
+    y, params = _model((1, 24, 28, 28), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), rng)
+    graph, params = nnvm.compiler.optimize(y, shape={"x": (1, 24, 28, 28)}, params=params)
+    (gl,) = [g for g in kernel_lowerings(graph, params, 16) if g.kind == "depthwise"]
+    space = knob_space(gl.primfunc(16), ScheduleInfo("depthwise", 16))
+    assert set(space) == {"vw", "rt", "parallel"}, space
+    plain = schedule(gl.primfunc(16), ScheduleInfo("depthwise", 16))
+    first = schedule(gl.primfunc(16), ScheduleInfo(
+        "depthwise", 16, knobs={k: v[0] for k, v in space.items()}))
+    tvm.ir.assert_structural_equal(plain, first)
+    for combo in itertools.product(*space.values()):
+        info = ScheduleInfo("depthwise", 16, knobs=dict(zip(space, combo)))
+        schedule(gl.primfunc(16), info)
+        assert info.applied, combo

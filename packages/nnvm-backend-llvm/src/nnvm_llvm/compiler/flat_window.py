@@ -1,5 +1,7 @@
-"""Sliding windows over one channel's plane at a time (depthwise conv, max/avg pooling),
-computed on the *flattened* padded plane.
+"""Depthwise convolution over one channel's plane at a time, computed on the *flattened*
+padded plane (pooling keeps the row template of ``schedules.schedule_window``: measured on
+the roofline grid, its stride-2 windows do too little work per input element to pay for
+the phase copy below).
 
 Why: computed row by row on a fully materialised padded tensor (the earlier lowering), a
 depthwise conv paid three times over. The padded copy of the whole input was a second pass
@@ -17,12 +19,12 @@ Here, per (n, c) plane, inside the parallel loop:
    ``p = i * Wrow + j`` where ``Wrow`` is the phase planes' row pitch, and tap ``(rh, rw)``
    reads the flat phase plane at ``p + off(rh, rw)``, one contiguous vector load per tap
    for any row width. Columns ``j >= ow`` of each flat row are computed and dropped (they
-   read the next row's padding: ``Wrow = ow + (kw - 1) * dw // sw`` keeps the valid ones
+   read the next row's padding: ``Wrow >= ow + (kw - 1) * dw // sw`` keeps the valid ones
    from wrapping), so a 7 x 7 plane is five 16-lane vectors instead of seven 7-lane ones;
 3. the output rows are read back out of the flat result, the epilogue fused into that copy.
 
-Shapes are static; the geometry is :class:`FlatPlane`. The schedule is
-``schedules.schedule_window`` (the ``anchor_*`` block with three spatial axes).
+Shapes are static; the geometry is :class:`FlatPlane`. ``schedules.schedule_window`` hands
+a window whose input is phase planes (:func:`is_flat`) to :func:`schedule_flat`.
 """
 
 from __future__ import annotations
