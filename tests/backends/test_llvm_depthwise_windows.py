@@ -96,3 +96,22 @@ def test_every_tuning_knob_of_a_depthwise_kernel_schedules():
         info = ScheduleInfo("depthwise", 16, knobs=dict(zip(space, combo)))
         schedule(gl.primfunc(16), info)
         assert info.applied, combo
+
+
+@pytest.mark.parametrize("xs,strides", [((2, 8, 40, 40), (1, 1)), ((1, 6, 36, 37), (2, 2))],
+                         ids=["wide_rows_s1", "wide_rows_s2"])
+def test_depthwise_with_silu_epilogue_in_vector_rows(xs, strides):
+    """EfficientNet's SiLU epilogue over rows wider than a vector (40 and 18 wide): the
+    rows are written in TVM vectors of a divisor of the row (10, 9), the rest unchanged."""
+    rng = np.random.default_rng(11)
+    c = xs[1]
+    x, w, b = sym.Variable("x"), sym.Variable("w"), sym.Variable("b")
+    conv = sym.conv2d(x, w, b, channels=c, kernel_size=(3, 3), strides=strides,
+                      padding=(1, 1), groups=c, use_bias=True)
+    y = conv * sym.sigmoid(conv)
+    params = {"w": (rng.standard_normal((c, 1, 3, 3)) * 0.5).astype("float32"),
+              "b": rng.standard_normal(c).astype("float32")}
+    xv = rng.standard_normal(xs).astype("float32")
+    got, want = [nnvm.compiler.build(y, target=t, shape={"x": xs}, params=params).run(x=xv)[0]
+                 for t in ("llvm", "reference")]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

@@ -202,15 +202,29 @@ def schedule_flat(sch, anchor, info, extent, parallel_min_work: int) -> bool:
     init = sch.decompose_reduction(anchor, red[0])
     sch.vectorize(sch.get_loops(init)[-1])
     for consumer in consumers:
-        i, j = sch.get_loops(consumer)[-2:]
-        if extent(sch, j) <= info.lanes and extent(sch, i) <= SHORT_ROWS_UNROLLED:
-            # short rows (7, 14 wide) one after another in straight-line code: as a loop,
-            # LLVM vectorised across the rows with gathers and scatters (3x slower)
-            sch.unroll(i)
+        _output_rows(sch, consumer, extent, info.lanes)
     wo, wi = sch.split(sch.get_loops(wb)[-1], [None, vw])
     sch.unroll(wo)
     sch.vectorize(wi)
     return True
+
+
+def _output_rows(sch, block, extent, lanes: int) -> None:
+    """The output rows (the epilogue fused in): short rows (7, 14 wide) unrolled into
+    straight-line code (as a loop, LLVM vectorised across the rows with gathers and
+    scatters, 3x slower); wide rows in TVM vectors of the widest divisor of the row when
+    the epilogue has no ``isnan`` (TVM's vectoriser scalarises it, ReLU6's NaN-keeping
+    clamp, and LLVM's loop vectoriser does better there; a SiLU epilogue ran 10-25% faster
+    in TVM's vectors)."""
+    i, j = sch.get_loops(block)[-2:]
+    ow = extent(sch, j)
+    if ow <= lanes:
+        if extent(sch, i) <= SHORT_ROWS_UNROLLED:
+            sch.unroll(i)
+        return
+    vec = max(v for v in range(1, lanes + 1) if ow % v == 0)
+    if vec >= 4 and "isnan" not in str(sch.get(block).body):
+        sch.vectorize(sch.split(j, [None, vec])[1])
 
 
 def _deinterleave(sch, phases) -> None:
