@@ -101,8 +101,8 @@ def test_every_tuning_knob_of_a_depthwise_kernel_schedules():
 @pytest.mark.parametrize("xs,strides", [((2, 8, 40, 40), (1, 1)), ((1, 6, 36, 37), (2, 2))],
                          ids=["wide_rows_s1", "wide_rows_s2"])
 def test_depthwise_with_silu_epilogue_in_vector_rows(xs, strides):
-    """EfficientNet's SiLU epilogue over rows wider than a vector (40 and 18 wide): the
-    rows are written in TVM vectors of a divisor of the row (10, 9), the rest unchanged."""
+    """EfficientNet's SiLU epilogue over rows wider than a vector: 40 wide, written in TVM
+    vectors of 10 (a divisor of the row); 19 wide (prime), left to LLVM's loop."""
     rng = np.random.default_rng(11)
     c = xs[1]
     x, w, b = sym.Variable("x"), sym.Variable("w"), sym.Variable("b")
