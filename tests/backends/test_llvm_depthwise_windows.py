@@ -98,11 +98,12 @@ def test_every_tuning_knob_of_a_depthwise_kernel_schedules():
         assert info.applied, combo
 
 
-@pytest.mark.parametrize("xs,strides", [((2, 8, 40, 40), (1, 1)), ((1, 6, 36, 37), (2, 2))],
-                         ids=["wide_rows_s1", "wide_rows_s2"])
+@pytest.mark.parametrize("xs,strides", [((2, 8, 40, 40), (1, 1)), ((1, 6, 36, 37), (2, 2)),
+                                        ((1, 5, 7, 7), (1, 1))],
+                         ids=["wide_rows_s1", "wide_rows_s2", "short_rows"])
 def test_depthwise_with_silu_epilogue_in_vector_rows(xs, strides):
-    """EfficientNet's SiLU epilogue over rows wider than a vector: 40 wide, written in TVM
-    vectors of 10 (a divisor of the row); 19 wide (prime), left to LLVM's loop."""
+    """EfficientNet's SiLU epilogue in TVM vectors: 40-wide rows in vectors of 10 (a divisor
+    of the row), 7-wide rows one vector each; 19 wide (prime) is left to LLVM's loop."""
     rng = np.random.default_rng(11)
     c = xs[1]
     x, w, b = sym.Variable("x"), sym.Variable("w"), sym.Variable("b")

@@ -210,20 +210,23 @@ def schedule_flat(sch, anchor, info, extent, parallel_min_work: int) -> bool:
 
 
 def _output_rows(sch, block, extent, lanes: int) -> None:
-    """The output rows (the epilogue fused in): short rows (7, 14 wide) unrolled into
-    straight-line code (as a loop, LLVM vectorised across the rows with gathers and
-    scatters, 3x slower); wide rows in TVM vectors of the widest divisor of the row when
-    the epilogue has no ``isnan`` (TVM's vectoriser scalarises it, ReLU6's NaN-keeping
-    clamp, and LLVM's loop vectoriser does better there; a SiLU epilogue ran 10-25% faster
-    in TVM's vectors)."""
+    """The output rows (the epilogue fused in). Short rows (7, 14 wide) are unrolled into
+    straight-line code: as a loop, LLVM vectorised across the rows with gathers and
+    scatters (3x slower). Rows of at most half a vector, and wide rows in pieces of the
+    widest divisor of the row, are TVM vectors when the epilogue has no ``isnan`` (TVM's
+    vectoriser scalarises ReLU6's NaN-keeping clamp, which LLVM's loop vectoriser handles
+    better; a SiLU epilogue ran 10-25% faster in TVM's vectors)."""
     i, j = sch.get_loops(block)[-2:]
     ow = extent(sch, j)
+    vectorisable = "isnan" not in str(sch.get(block).body)
     if ow <= lanes:
+        if vectorisable and 4 <= ow <= lanes // 2:
+            sch.vectorize(j)
         if extent(sch, i) <= SHORT_ROWS_UNROLLED:
             sch.unroll(i)
         return
     vec = max(v for v in range(1, lanes + 1) if ow % v == 0)
-    if vec >= 4 and "isnan" not in str(sch.get(block).body):
+    if vec >= 4 and vectorisable:
         sch.vectorize(sch.split(j, [None, vec])[1])
 
 
