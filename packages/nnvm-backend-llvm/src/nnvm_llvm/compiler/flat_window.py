@@ -163,7 +163,7 @@ def schedule_flat(sch, anchor, info, extent, parallel_min_work: int) -> bool:
     tiles of ``rt`` vectors of ``vw`` flat outputs (the taps outside the tile, so every tap
     feeds ``rt`` independent accumulators), then the output rows with the epilogue. Knobs:
     ``vw``, ``rt``, ``parallel``."""
-    (b, c, r, t, *red), (rows, wrow, work) = sch.get_loops(anchor), _sizes(sch, anchor, extent)
+    rows, wrow, work = _sizes(sch, anchor, extent)
     vw = info.knobs.get("vw") or info.lanes
     if (rows * wrow) % vw:
         return False
@@ -178,7 +178,7 @@ def schedule_flat(sch, anchor, info, extent, parallel_min_work: int) -> bool:
     # then both buffers flat, so each tap's index (q // Wrow, q % Wrow) simplifies to q
     consumers = sch.get_consumers(anchor)
     for consumer in consumers:
-        sch.reverse_compute_at(consumer, bc)  # rows left to LLVM: TVM scalarises isnan
+        sch.reverse_compute_at(consumer, bc)  # their rows: _output_rows, below
     sch.compute_at(pad, bc)
     plane = next((pr for pr in sch.get_producers(pad)
                   if sch.get(pr).name_hint.startswith("pad_")), None)
