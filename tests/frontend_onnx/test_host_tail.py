@@ -104,3 +104,22 @@ def test_artifact_and_stats_name_the_tail(tmp_path):
         ("r", [2, 12], "float32")]
     lib.static.export(str(tmp_path / "static.nnvm"))
     assert host_tail_summary(read_artifact(str(tmp_path / "static.nnvm"))) is None
+
+
+def test_inspect_names_the_tail_and_the_models_outputs(tmp_path, capsys):
+    """`nnvm inspect` of a host-tail artifact shows the model's outputs (not the compiled
+    part's), the tail's first node, and stats counting the host nodes."""
+    import json
+
+    from nnvm import cli
+
+    lib = _build("llvm")
+    lib.export(str(tmp_path / "m.nnvm"))
+    assert cli.main(["inspect", str(tmp_path / "m.nnvm")]) == 0
+    text = capsys.readouterr().out
+    assert "host tail: 1 node(s) from 'find' (non_zero) onwards" in text
+    assert "nz: ? int64" in text
+    assert cli.main(["inspect", str(tmp_path / "m.nnvm"), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert [o["name"] for o in info["outputs"]] == ["nz", "shape", "doubled", "r"]
+    assert info["stats"]["host_tail_from"] == "find (non_zero)"

@@ -463,6 +463,13 @@ def cmd_inspect(args) -> int:
                     stats=module.stats())
         if why:
             info["backend_unavailable"] = why
+        from .runtime.host_tail import attach_host_tail, host_tail_summary
+
+        tail = host_tail_summary(artifact)  # graph.json is the compiled part only
+        if tail is not None:
+            info["host_tail"] = tail
+            if not why:
+                info["stats"] = attach_host_tail(module, artifact).stats()
     else:
         shapes = parse_shapes(args.shape)
         graph, params = load_model(path, shapes, parse_dtype(args.dtype), args.params,
@@ -481,6 +488,8 @@ def cmd_inspect(args) -> int:
                          "param_bytes": int(sum(np.asarray(v).nbytes
                                                 for v in params.values()))}
     info["inputs"], info["outputs"] = _io_records(graph, params)
+    if "host_tail" in info:  # the model's outputs, not the compiled part's
+        info["outputs"] = info["host_tail"]["outputs"]
     info["params"] = {k: {"shape": list(np.shape(v)), "dtype": np.asarray(v).dtype.name}
                       for k, v in params.items()}
     info["ops"] = _op_histogram(graph)
@@ -577,6 +586,11 @@ def _print_inspect(info: dict) -> None:
         for r in info[key]:
             shape = "?" if r["shape"] is None else tuple(r["shape"])
             print(f"  {r['name']}: {shape} {r['dtype'] or '?'}")
+    tail = info.get("host_tail")
+    if tail:
+        print(f"host tail: {tail['host_nodes']} node(s) from '{tail['first_node']}' "
+              f"({tail['first_op']}) onwards run on the host after the compiled part; ops: "
+              + ", ".join(f"{op} x{n}" for op, n in tail["ops"].items()))
     print(f"params: {len(info['params'])}")
     print("ops:")
     for name, count in info["ops"].items():
