@@ -410,7 +410,14 @@ def schedule_rows(sch, func, info: ScheduleInfo) -> bool:
            for rf in [_rfactor_widest(sch, _fuse_reduction_tail(sch, b), info.lanes)]
            if rf is not None]
     loops = sch.get_loops(out)
-    if 0 < keep < len(loops) - 1:
+    whole = keep >= len(loops)
+    if whole:
+        # every output element is one whole reduction (a global mean to (n, c) without
+        # kept dims): the statistics go under the fused output loop, one per element, with
+        # their partial sums along the reduced axes. Before, they were computed for all
+        # channels at once with scalar strided partials (1280x7x7: 64 us; keepdims: 6 us)
+        outer, inner = sch.fuse(*loops), None
+    elif 0 < keep < len(loops) - 1:
         # statistics over several trailing axes (instance norm's H x W): one row is all of
         # them, so the statistics are computed once per row, not once per output line
         outer = sch.fuse(*loops[:keep])
@@ -425,7 +432,8 @@ def schedule_rows(sch, func, info: ScheduleInfo) -> bool:
     for p in reversed(others):  # consumers first, so each producer lands under `outer`
         _try(sch.compute_at, p, outer)
     row = sch.get_loops(out)[-1]
-    if inner is None and _pick(_extent(sch, row), (info.lanes, info.lanes // 2, 4)) > 1:
+    if inner is None and not whole and \
+            _pick(_extent(sch, row), (info.lanes, info.lanes // 2, 4)) > 1:
         # a row no vector divides (3199 wide) stays a plain loop for LLVM's vectoriser:
         # one vector as wide as the row was 1.4x slower
         _try(sch.vectorize, row)
