@@ -735,6 +735,8 @@ def _tree_leaves(attrs, prep, x) -> np.ndarray:
         raise ShapeError(f"the trees read feature {int(feat.max())}; the input has "
                          f"{rows.shape[1]} features")
     n, trees = rows.shape[0], len(prep["roots"])
+    if prep["modes"] in ([0], []) and not prep["members"]:
+        return _walk_unified(_unified(prep), rows, single)
     pos = np.tile(prep["roots"], (n, 1))
     at_leaf = np.tile(prep["root_leaf"], (n, 1))
     r_idx = np.repeat(np.arange(n)[:, None], trees, axis=1)
@@ -759,6 +761,53 @@ def _tree_leaves(attrs, prep, x) -> np.ndarray:
         pos[live] = np.where(cond, prep["tid"][node], prep["fid"][node])
         at_leaf[live] = np.where(cond, prep["tleaf"][node], prep["fleaf"][node])
     raise ShapeError("the trees have a cycle (a walk visited more nodes than there are)")
+
+
+def _unified(prep) -> dict:
+    """One node table for interior nodes and leaves (leaf k is node ``n + k``, looping to
+    itself with a threshold of +inf), and the number of interior levels. Why: the masked walk
+    re-selected the rows still inside a tree at every level (a dozen NumPy calls per level);
+    with leaves that loop, every level is the same four calls on all rows and trees, and the
+    walk stops after the deepest tree's depth (a 1-tree classifier: ~110 -> ~35 us)."""
+    got = prep.get("unified")
+    if got is not None:
+        return got
+    feat, n = prep["feat"], len(prep["feat"])
+    leaves = prep["weight"].shape[0]
+    here = n + np.arange(leaves)
+    child = {k: np.concatenate([np.where(prep[k[0] + "leaf"], n + prep[k], prep[k]), here])
+             for k in ("tid", "fid")}
+    u = {"feat": np.concatenate([feat, np.zeros(leaves, np.int64)]),
+         "split64": np.concatenate([prep["split64"], np.full(leaves, np.inf)]),
+         "split32": np.concatenate([prep["split32"], np.full(leaves, np.inf, np.float32)]),
+         "tid": child["tid"], "fid": child["fid"],
+         "miss": np.concatenate([prep["miss"], np.zeros(leaves, bool)]) if prep["miss"].any()
+         else None,
+         "start": np.where(prep["root_leaf"], n + prep["roots"], prep["roots"]), "n": n}
+    level, depth = np.unique(u["start"][u["start"] < n]), 0
+    while level.size:  # interior levels, breadth first, every tree at once
+        depth += 1
+        if depth > n:
+            raise ShapeError("the trees have a cycle (a walk visited more nodes than there are)")
+        nxt = np.concatenate([u["tid"][level], u["fid"][level]])
+        level = np.unique(nxt[nxt < n])
+    u["depth"] = depth
+    prep["unified"] = u
+    return u
+
+
+def _walk_unified(u, rows, single: bool) -> np.ndarray:
+    """(N, trees) leaf index of every row in every tree over the unified table (LEQ splits)."""
+    split = u["split32"] if single else u["split64"]
+    pos = np.broadcast_to(u["start"], (rows.shape[0], len(u["start"])))
+    r = np.arange(rows.shape[0])[:, None]
+    for _ in range(u["depth"]):
+        v = rows[r, u["feat"][pos]]
+        cond = v <= split[pos]
+        if u["miss"] is not None:
+            cond |= u["miss"][pos] & np.isnan(v)
+        pos = np.where(cond, u["tid"][pos], u["fid"][pos])
+    return pos - u["n"]
 
 
 def _tree_raw(attrs, x, n_targets):
@@ -869,7 +918,8 @@ def _two_classes(s, seen, base, mode, binary, positive):
     for code in np.unique(add[single]):
         rows = single & (add == code)
         one = write_scores(s0[rows, None], mode, int(code))
-        z[rows] = np.pad(one, ((0, 0), (0, 2 - one.shape[1])))
+        z[rows] = 0.0  # a PROBIT single column leaves the second one zero
+        z[rows, :one.shape[1]] = one  # (np.pad here cost more than the tree walk)
     return win.astype(np.int64), z
 
 
