@@ -122,3 +122,19 @@ def test_math_matches_onnx(case, adapter):
 @pytest.mark.parametrize("case, adapter", case_params(INDEXING))
 def test_indexing_matches_onnx(case, adapter):
     run_case(case, adapter)
+
+
+@pytest.mark.parametrize("dshape, ishape", [((300, 4), (50, 1)), ((5, 6, 7), (4, 3, 2)),
+                                            ((4, 5, 6), (3, 3)), ((4, 5), (2,))])
+def test_gather_nd_without_batch_dims_matches_elementwise_indexing(dshape, ishape):
+    """The batch_dims=0 path (one fancy index) against indexing one tuple at a time, with
+    negative indices."""
+    from nnvm.ops.indexing import _gather_nd_ref
+
+    rng = np.random.default_rng(len(dshape) + len(ishape))
+    d = rng.standard_normal(dshape).astype("float32")
+    m = ishape[-1]
+    i = np.stack([rng.integers(-dshape[k], dshape[k], ishape[:-1]) for k in range(m)], -1)
+    want = np.array([d[tuple(ix)] for ix in i.reshape(-1, m)]).reshape(
+        i.shape[:-1] + d.shape[m:])
+    np.testing.assert_array_equal(_gather_nd_ref({"batch_dims": 0}, d, i), want)
