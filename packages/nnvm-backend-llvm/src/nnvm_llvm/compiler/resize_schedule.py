@@ -12,17 +12,11 @@ per-row weights.
 
 from __future__ import annotations
 
-import tvm
-
 from . import schedules
+from .schedules import _extent, _try
 
 #: block-name prefixes kept out of inlining (see ``resize_interp``)
 KEPT = ("resize_stage", "resize_tab")
-
-
-def _extent(sch, loop) -> int:
-    ext = sch.get(loop).extent
-    return int(ext) if isinstance(ext, tvm.tirx.IntImm) else -1
 
 
 def _rows(sch, block, lanes: int) -> None:
@@ -34,10 +28,7 @@ def _rows(sch, block, lanes: int) -> None:
     n_in, n_out = _extent(sch, inner), _extent(sch, outer)
     if n_in % lanes == 0 and n_in >= lanes:
         _, vec = sch.split(inner, [None, lanes])
-        try:
-            sch.vectorize(vec)
-        except Exception:  # noqa: BLE001 - a gather TVM cannot vectorise stays a loop
-            pass
+        _try(sch.vectorize, vec)  # a gather TVM cannot vectorise stays a loop
     if n_out > 1 and n_out * n_in >= schedules.PARALLEL_MIN_WORK:
         sch.parallel(outer)
 
