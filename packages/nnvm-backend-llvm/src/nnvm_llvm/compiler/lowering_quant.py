@@ -14,18 +14,15 @@ zero points inside the loop; products of two 8-bit values summed in int32 are ex
 onnxruntime's and the reference's. Padding is applied after the shift, so a padded element
 contributes 0: the input's zero point, as onnxruntime's im2col pads.
 
-``dynamic_quantize_linear`` follows onnxruntime bit for bit: range and scale in float32
-(``(max(0, max x) - min(0, min x)) / 255``), zero point ``rint(-min / scale)`` clamped to
-[0, 255], then ``saturate(rint(x / scale) + zero point)`` with a true division (a multiply
-by ``1 / scale`` differs in the last bit on a few inputs per thousand); an all-zero input
-gets scale 1, as onnxruntime gives it.
+``dynamic_quantize_linear`` is one kernel written in TIR (``int8_quantize``): vector
+min/max, then one quantising pass, onnxruntime's float32 scale and rounding bit for bit.
 """
 
 from __future__ import annotations
 
-import tvm
 from tvm import te, topi
 
+from .int8_quantize import dynamic_quantize_linear
 from .lowering import _const, _conv2d, conv_block, register
 from .lowering_nn import _conv_nd, _spatial
 
@@ -54,35 +51,10 @@ def _dql_supports(attrs, shapes):
     return None
 
 
-@register("dynamic_quantize_linear", "injective", supports=_dql_supports)
+@register("dynamic_quantize_linear", "extern", supports=_dql_supports)
 def _dynamic_quantize_linear(attrs, ins, outs, ctx):
-    x = ins[0]
-    f32 = "float32"
-    axes = [te.reduce_axis((0, int(d)), f"r{i}") for i, d in enumerate(x.shape)]
-    lo = te.compute((), lambda: te.min(x[tuple(axes)].astype(f32), axis=axes),
-                    name=ctx.name + "_min")
-    axes2 = [te.reduce_axis((0, int(d)), f"q{i}") for i, d in enumerate(x.shape)]
-    hi = te.compute((), lambda: te.max(x[tuple(axes2)].astype(f32), axis=axes2),
-                    name=ctx.name + "_max")
-    zero, top = _const(0, f32), _const(255, f32)
-
-    def scale_of():
-        lo_, hi_ = te.min(lo[()], zero), te.max(hi[()], zero)
-        return tvm.tirx.Select(hi_ == lo_, _const(1, f32), (hi_ - lo_) / top)
-
-    scale = te.compute((), scale_of, name=ctx.name + "_scale")
-    zp = te.compute((), lambda: te.min(te.max(te.nearbyint(
-        zero - te.min(lo[()], zero) / scale[()]), zero), top).astype("uint8"),
-        name=ctx.name + "_zp")
-
-    def quant(*i):
-        # reads the zero point output, not its formula: inlined, it would be a division
-        # per element
-        q = te.nearbyint(x[i].astype(f32) / scale[()]) + zp[()].astype(f32)
-        return te.min(te.max(q, zero), top).astype("uint8")
-
-    y = te.compute(x.shape, quant, name=ctx.name)
-    return [y, scale, zp]
+    """One TIR kernel (``int8_quantize``): vector min/max, then one quantising pass."""
+    return dynamic_quantize_linear(ins[0], outs, ctx.name, ctx.vector_lanes)
 
 
 # -- matmul_integer -----------------------------------------------------------------------------
