@@ -24,7 +24,7 @@ import numpy as np
 from tvm import te, tirx
 from tvm.tirx.script.builder import ir as T
 
-from nnvm.ops.ml import _labels, _prepared
+from nnvm.ops.ml import _labels, _prepared, _unified
 
 from . import lowering, ml_rows
 from .lowering import Lowering
@@ -33,9 +33,11 @@ from .ml_rows import F64, c64
 #: interior nodes plus leaves one kernel may hold as code: a 100-tree depth-8 forest is
 #: ~50k nodes, which LLVM compiles in seconds; larger ensembles keep the host walk
 MAX_NODES = 60_000
-#: comparisons by ``nodes_modes`` code (6, BRANCH_MEMBER, stays on the host)
+#: comparisons by ``nodes_modes`` code (6, BRANCH_MEMBER, stays on the host); NEQ holds
+#: for NaN as in NumPy and C++ (TVM emits an ordered compare, false for NaN)
 _COMPARE = (lambda v, s: v <= s, lambda v, s: v < s, lambda v, s: v >= s,
-            lambda v, s: v > s, lambda v, s: v == s, lambda v, s: v != s)
+            lambda v, s: v > s, lambda v, s: v == s,
+            lambda v, s: tirx.Or(v != s, te.isnan(v)))
 
 
 def _trees_reason(attrs, shapes, n_targets) -> str | None:
@@ -152,7 +154,8 @@ def _kernel(attrs, ins, outs, ctx, n_targets, epilogue):
             T.buffer_store(seen, tirx.const(0, "int32"), [t])
         walk.trees(row, acc, seen)
         epilogue(walk, row, acc, seen, out_bufs)
-    return ml_rows.row_kernel(ins, outs, ctx, len(_prepared(attrs, n_targets)["feat"]) + 1,
+    prep = _prepared(attrs, n_targets)  # a row's work: one compare per level of each tree
+    return ml_rows.row_kernel(ins, outs, ctx, len(prep["roots"]) * _unified(prep)["depth"],
                               body)
 
 
