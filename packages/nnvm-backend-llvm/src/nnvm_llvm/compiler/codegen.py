@@ -261,6 +261,11 @@ def build_module(graph, params, target, config) -> LLVMModule:
     """Compile an optimised, shape-inferred graph for ``target`` (an llvm ``Target``)."""
     t0 = time.perf_counter()
     tgt = tvm_target(target)
+    with tgt:  # the current target while lowering: rules read its CPU features (VNNI)
+        return _build_module(graph, params, target, config, tgt, t0)
+
+
+def _build_module(graph, params, target, config, tgt, t0) -> LLVMModule:
     lanes = vector_lanes(tgt)
     idx = graph.index
     rptr = idx.entry_rptr

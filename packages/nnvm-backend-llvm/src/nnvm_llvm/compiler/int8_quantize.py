@@ -19,18 +19,13 @@ large, parallel.
 from __future__ import annotations
 
 from tvm import te, tirx
-from tvm.script.ir_builder import IRBuilder
 from tvm.tirx.script.builder import ir as T
 
+from .int8_gemm import flat, tir_body
 from .schedules import PARALLEL_MIN_WORK
 
 #: chunks of a parallel min/max (the pool takes them in turn; more than the cores balances)
 CHUNKS = 8
-
-
-def _flat(buf, n: int):
-    """A 1-D view of ``buf``'s storage (declared in the function being built)."""
-    return T.decl_buffer((n,), buf.dtype, data=buf.data)
 
 
 def _emit(x, y, scale, zp, lanes: int) -> None:
@@ -38,7 +33,7 @@ def _emit(x, y, scale, zp, lanes: int) -> None:
     for d in x.shape:
         n *= int(d)
     f32 = "float32"
-    xf, yf = _flat(x, n), _flat(y, n)
+    xf, yf = flat(x, n), flat(y, n)
     zero, top = tirx.const(0, f32), tirx.const(255, f32)
     width = 4 * lanes  # four vector chains hide the compare latency
     chunks = CHUNKS if n >= PARALLEL_MIN_WORK else 1
@@ -88,17 +83,9 @@ def _emit(x, y, scale, zp, lanes: int) -> None:
 
 def dynamic_quantize_linear(x, outs, name: str, lanes: int):
     """The TE tensors ``(y, scale, zero_point)`` of one DynamicQuantizeLinear node."""
-    def fcompute(in_bufs, out_bufs):
-        with IRBuilder() as ib:
-            with T.prim_func():
-                T.func_name(name)
-                for k, buf in enumerate(list(in_bufs) + list(out_bufs)):
-                    T.arg(f"arg{k}", buf)
-                _emit(in_bufs[0], *out_bufs, lanes)
-        return ib.get().body
-
+    body = tir_body(name, lambda i, o: _emit(i[0], *o, lanes))
     (y_shape, y_dtype), (_, s_dtype), (_, z_dtype) = outs
-    y, scale, zp = te.extern([y_shape, (1,), (1,)], [x], fcompute, name=name,
+    y, scale, zp = te.extern([y_shape, (1,), (1,)], [x], body, name=name,
                              dtype=[y_dtype, s_dtype, z_dtype])
     # the 0-d outputs as stages of their own: two 0-d outputs of one op compare ambiguous in
     # TE (codegen's output set hashes tensors by op)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from tvm import te, topi
 
+from .int8_gemm import has_vnni, matmul_integer_vnni, panel_width
 from .int8_quantize import dynamic_quantize_linear
 from .lowering import _const, _conv2d, conv_block, register
 from .lowering_nn import _conv_nd, _spatial
@@ -87,6 +88,8 @@ def _mm_pack(attrs, shapes, ctx):
     a, b = shapes[0], shapes[1]
     if a is None or b is None or len(b) != 2 or len(a) < 2:
         return {}
+    if has_vnni(ctx.vector_lanes):
+        return {1: ("matmul_vnni", panel_width(int(b[1])))}
     bn = gemm_block(int(b[1]), ctx.vector_lanes)
     return {1: ("matmul", bn)} if bn > 1 else {}
 
@@ -101,13 +104,16 @@ def _zero_point(zp, n: int):
 
 @register("matmul_integer", "dense", pack=_mm_pack, supports=_mm_supports)
 def _matmul_integer(attrs, ins, outs, ctx):
-    """Packed weight (2-D param): ``anchor_dense`` over the panels. Otherwise a batched
+    """A VNNI target with a weight param: ``int8_gemm``'s kernel. Other packed weights
+    (2-D param): ``anchor_dense`` over the panels. Otherwise a batched
     ``anchor_matmul`` (both operands activations, numpy batch broadcasting)."""
     a, b, azp, bzp = ins
     out_shape = outs[0][0]
     k_dim = int(a.shape[-1])
     k = te.reduce_axis((0, k_dim), "k")
     n = int(out_shape[-1])
+    if ctx.packed.get(1, ("",))[0] == "matmul_vnni":
+        return matmul_integer_vnni(a, b, azp, bzp, out_shape, n, ctx.packed[1][1], ctx.name)
     b_zp = _zero_point(bzp, n)
     if 1 in ctx.packed:
         bn = ctx.packed[1][1]

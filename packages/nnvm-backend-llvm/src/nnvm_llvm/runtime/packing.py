@@ -14,6 +14,14 @@ Layouts:
     ``conv2d``: weight ``(OC, IC, KH, KW)`` -> ``(ceil(OC / bn), IC, KH, KW, bn)``,
         zero-padded: the output channel block is the vector lane (TVM's ``conv2d_NCHWc``
         kernel layout ``OIHW{bn}o``).
+    ``matmul_vnni``: int8 weight ``(K, N)`` -> ``(ceil(N / bn), ceil(K / 4), bn, 4)``: the
+        4-byte groups along K that one AVX512-VNNI ``vpdpbusd`` lane multiplies, ``bn``
+        columns per panel (``int8_gemm``).
+    ``conv2d_vnni``: int8 weight ``(OC, IC, KH, KW)`` -> ``(OC, ceil(IC * KH * KW / 4) * 4)``,
+        each filter one row of 4-byte groups (``int8_conv``).
+    The VNNI layouts store uint8 weights with the top bit flipped (``w - 128`` as int8 bits,
+        the dtype kept), since ``vpdpbusd`` multiplies unsigned by signed bytes; the padding
+        is 0 in that signed domain.
 """
 
 from __future__ import annotations
@@ -52,7 +60,26 @@ def pack_conv2d(weight: np.ndarray, bn: int) -> np.ndarray:
     return np.ascontiguousarray(weight.reshape(oc // bn, bn, ic, kh, kw).transpose(0, 2, 3, 4, 1))
 
 
-PACKERS = {"dense": pack_dense, "matmul": pack_matmul, "conv2d": pack_conv2d}
+def _signed_bits(weight: np.ndarray) -> np.ndarray:
+    """uint8 weights as the bits of ``w - 128`` (still uint8); int8 ones as they are."""
+    return weight ^ np.uint8(0x80) if weight.dtype == np.uint8 else weight
+
+
+def pack_matmul_vnni(weight: np.ndarray, bn: int) -> np.ndarray:
+    w = _signed_bits(weight)
+    k, n = w.shape
+    w = np.pad(w, ((0, -k % 4), (0, -n % bn)))
+    k4, nb = w.shape[0] // 4, w.shape[1] // bn
+    return np.ascontiguousarray(w.reshape(k4, 4, nb, bn).transpose(2, 0, 3, 1))
+
+
+def pack_conv2d_vnni(weight: np.ndarray, bn: int) -> np.ndarray:
+    w = _signed_bits(weight).reshape(weight.shape[0], -1)
+    return np.ascontiguousarray(np.pad(w, ((0, 0), (0, -w.shape[1] % 4))))
+
+
+PACKERS = {"dense": pack_dense, "matmul": pack_matmul, "conv2d": pack_conv2d,
+           "matmul_vnni": pack_matmul_vnni, "conv2d_vnni": pack_conv2d_vnni}
 
 
 def pack(layout: str, weight: np.ndarray, block: int) -> np.ndarray:
@@ -72,5 +99,11 @@ def packed_shape(layout: str, shape: tuple, block: int) -> tuple:
     if layout == "matmul":
         k, n = shape
         return (-(-n // block), k, block)
+    if layout == "matmul_vnni":
+        k, n = shape
+        return (-(-n // block), -(-k // 4), block, 4)
+    if layout == "conv2d_vnni":
+        oc, ic, kh, kw = shape
+        return (oc, -(-(ic * kh * kw) // 4) * 4)
     oc, ic, kh, kw = shape
     return (-(-oc // block), ic, kh, kw, block)
