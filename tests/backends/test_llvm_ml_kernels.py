@@ -266,6 +266,16 @@ def test_membership_stays_on_host_and_runs():
     assert "BRANCH_MEMBER" in stats["unsupported_ops"]["tree_ensemble"]
 
 
+def test_forest_over_the_code_limit_stays_on_host_and_runs(rng, monkeypatch):
+    """Trees are compiled as code up to ``MAX_NODES``; a larger ensemble keeps the host walk
+    (the limit lowered here so the test builds a small one)."""
+    from nnvm_llvm.compiler import ml_trees
+
+    monkeypatch.setattr(ml_trees, "MAX_NODES", 20)
+    stats = check(regressor(rng, 4, n_trees=6), rows(rng, 10, 4), compiled=False)
+    assert "nodes and leaves as code" in stats["unsupported_ops"]["tree_ensemble"]
+
+
 def test_string_labels_stay_on_host_and_run(rng):
     trees = forest(rng, 3, 3, 2, "class", 2, weights=(0.0, 1.0))
     model = _model("TreeEnsembleClassifier", TensorProto.FLOAT,

@@ -15,7 +15,7 @@ scores follow ``_tree_cls_ref`` / ``_two_classes`` (onnxruntime 1.31, case by ca
 
 Kept on the host (``supports`` says why, shown in ``stats()["unsupported_ops"]``):
 BRANCH_MEMBER nodes, string labels, ensembles over ``MAX_NODES`` nodes (the code grows
-with the trees; LLVM's compile time with it), unknown shapes.
+with the trees, LLVM's compile time faster than that), unknown shapes.
 """
 
 from __future__ import annotations
@@ -30,9 +30,10 @@ from . import lowering, ml_rows
 from .lowering import Lowering
 from .ml_rows import F64, c64
 
-#: interior nodes plus leaves one kernel may hold as code: a 100-tree depth-8 forest is
-#: ~50k nodes, which LLVM compiles in seconds; larger ensembles keep the host walk
-MAX_NODES = 60_000
+#: interior nodes plus leaves one kernel may hold as code. LLVM's time grows faster than
+#: the code: a 100-tree depth-6 forest (5,800 nodes) builds in ~8 s, depth 8 (13,000) in
+#: ~40 s on a 2-core box; larger ensembles keep the host walk
+MAX_NODES = 6_000
 #: comparisons by ``nodes_modes`` code (6, BRANCH_MEMBER, stays on the host); NEQ holds
 #: for NaN as in NumPy and C++ (TVM emits an ordered compare, false for NaN)
 _COMPARE = (lambda v, s: v <= s, lambda v, s: v < s, lambda v, s: v >= s,
@@ -91,6 +92,13 @@ class _Walk:
         self.agg = attrs["aggregate_function"]
         self.x, self.single = x_buf, single
         self.cmp = "float32" if single else F64
+        p = self.prep
+        reached = np.concatenate([p["tid"][p["tleaf"]], p["fid"][p["fleaf"]],
+                                  p["roots"][p["root_leaf"]]]).astype(np.int64)
+        #: targets every reachable leaf weights: always scored, no flag to keep (skl's
+        #: forests), which also keeps the code LLVM compiles smaller
+        self.always = p["has"][reached].all(axis=0) if len(p["roots"]) else \
+            np.zeros(n_targets, bool)
 
     def value(self, row, f):
         return ml_rows.x_at(self.x, row, f, self.cmp)
@@ -122,7 +130,8 @@ class _Walk:
             now = acc[t]
             new = {"MIN": tirx.min(now, w), "MAX": tirx.max(now, w)}.get(self.agg, now + w)
             T.buffer_store(acc, new, [t])
-            T.buffer_store(seen, tirx.const(1, "int32"), [t])
+            if not self.always[t]:
+                T.buffer_store(seen, tirx.const(1, "int32"), [t])
             stored = True
         if not stored:
             T.evaluate(0)  # an empty branch still needs a statement
@@ -136,7 +145,11 @@ class _Walk:
         v = acc[t]
         if self.agg == "AVERAGE":
             v = v / c64(max(len(self.prep["roots"]), 1))
-        return tirx.Select(seen[t] != 0, v, c64(0))
+        return v if self.always[t] else tirx.Select(seen[t] != 0, v, c64(0))
+
+    def scored(self, seen, t):
+        """Whether some tree gave target ``t`` a weight in this row."""
+        return tirx.const(True, "bool") if self.always[t] else seen[t] != 0
 
 
 def _kernel(attrs, ins, outs, ctx, n_targets, epilogue):
@@ -206,7 +219,7 @@ def _multi_class(attrs, labels, walk, row, acc, seen, out_bufs):
         T.buffer_store(s, walk.final(acc, seen, c) + c64(added[c]), [c])
     pick = T.alloc_buffer((1,), "int32", scope="local")
     ml_rows.argmax_into(pick, lambda c: s[c], n_cls, lambda c: tirx.const(True, "bool")
-                        if c < len(base) else seen[c] != 0)
+                        if c < len(base) else walk.scored(seen, c))
     T.buffer_store(label, ml_rows.label_expr(labels, pick[0]), [row])
     ml_rows.store_row(attrs["post_transform"], n_cls, lambda c: s[c],
                       lambda c, v: T.buffer_store(scores, v.astype("float32"), [row, c]))
@@ -221,7 +234,7 @@ def _two_class(attrs, labels, walk, row, acc, seen, out_bufs):
     base = [float(v) for v in attrs["base_values"]]
     binary = len(set(attrs["leaf_targetids"])) == 1
     positive = min(attrs["leaf_weights"], default=0.0) >= 0
-    h0, h1 = seen[0] != 0, seen[1] != 0
+    h0, h1 = walk.scored(seen, 0), walk.scored(seen, 1)
     raw0, raw1 = walk.final(acc, seen, 0), walk.final(acc, seen, 1)
     pair = T.alloc_buffer((2,), F64, scope="local")  # (s0, s1) after the base values
     never = tirx.const(False, "bool")
