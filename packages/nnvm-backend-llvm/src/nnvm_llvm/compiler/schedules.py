@@ -165,6 +165,105 @@ def _parallel_vectorize(sch, block, lanes: int, vectorize: bool = True) -> None:
         _try(sch.parallel, outer)
 
 
+#: most pieces a concatenation is cut into (DenseNet's largest has 49 inputs)
+MAX_PIECES = 64
+
+
+#: the fields holding sub-expressions, by TIR node class name (this TVM moved the node
+#: classes between modules and has no ``post_order_visit`` for TIRX, so nodes are matched
+#: by name)
+_KIDS = {"Call": ("args",), "Select": ("condition", "true_value", "false_value"),
+         "BufferLoad": ("indices",), "Cast": ("value",), "Not": ("a",),
+         "Let": ("value", "body")}
+
+
+def _subexprs(e, skip=()):
+    """``e`` and every expression under it, not looking inside nodes of the classes named
+    in ``skip``."""
+    todo = [e]
+    while todo:
+        e = todo.pop()
+        yield e
+        name = type(e).__name__
+        if name in skip:
+            continue
+        for field in _KIDS.get(name, ("a", "b") if hasattr(e, "b") else ()):
+            kid = getattr(e, field)
+            todo.extend(kid if field in ("args", "indices") else (kid,))
+
+
+def _piece_bounds(sch, block):
+    """(axis, sorted inner boundaries) when every branch of ``block``'s value that tests
+    the indices is a bare ``v < const`` on one block axis ``v`` (what the ``concatenate``
+    rule emits), else None. Tests on the data (ReLU's select) do not matter."""
+    blk = sch.get(block)
+    if type(blk.body).__name__ != "BufferStore":
+        return None
+    axes = {iv.var: k for k, iv in enumerate(blk.iter_vars)}
+    found = set()
+    for e in _subexprs(blk.body.value):
+        name = type(e).__name__
+        if name == "Call" and str(getattr(e.op, "name", "")).endswith("if_then_else"):
+            c = e.args[0]
+        elif name == "Select":
+            c = e.condition
+        else:
+            continue
+        if type(c).__name__ == "LT" and type(c.b).__name__ == "IntImm" and c.a in axes:
+            found.add((axes[c.a], int(c.b.value)))
+        elif any(type(v).__name__ == "Var" and v in axes
+                 for v in _subexprs(c, skip=("BufferLoad", "Call", "Select"))):
+            return None  # another test on the indices (padding): not a concatenation
+        # else a test on the data (ReLU's select), the same in every piece
+    if len({a for a, _ in found}) != 1:
+        return None
+    return next(iter(found))[0], sorted(b for _, b in found)
+
+
+def _schedule_pieces(sch, block, lanes: int) -> bool:
+    """A concatenation (and its fused elementwise epilogue: DenseNet's BatchNorm + ReLU) as
+    one loop nest per input. Why: in a single nest every element walked the branch tree
+    that picks its input, which kept the loop scalar: a 32-input concatenation of 14x14
+    planes with BatchNorm and ReLU took 1.9 ms (13.6x onnxruntime), 21 ms of DenseNet-121's
+    78. Cut at the input boundaries (``loop_partition``), each piece's branches fold away
+    and the piece is one flat, vectorised copy (0.02 ms)."""
+    found = _piece_bounds(sch, block)
+    if found is None:
+        return False
+    axis, bounds = found
+    loops = sch.get_loops(block)
+    if len(loops) != len(sch.get(block).iter_vars) or axis >= len(loops):
+        return False
+    extent = _extent(sch, loops[axis])
+    cuts = [b for b in bounds if 0 < b < extent]
+    if not cuts or len(cuts) >= MAX_PIECES or extent <= 0:
+        return False
+    outer = 1
+    for lp in loops[:axis]:
+        outer *= max(_extent(sch, lp), 1)
+    trailing = len(loops) - axis - 1
+    per_index = 1
+    for lp in loops[axis + 1:]:
+        per_index *= max(_extent(sch, lp), 1)
+    edges = [0] + cuts + [extent]
+    sizes = [b - a for a, b in zip(edges, edges[1:])]
+    pieces = sch.loop_partition(loops[axis], sizes[:-1] + [None])
+    if outer > 1 and outer * extent * per_index >= PARALLEL_MIN_WORK:
+        _try(sch.parallel, sch.fuse(*loops[:axis]) if axis > 1 else loops[0])
+    for piece, size in zip(pieces, sizes):
+        if outer == 1 and size * per_index >= PARALLEL_MIN_WORK:
+            _try(sch.parallel, piece)  # (the piece loop starts at its offset: not fusable)
+        if not trailing:
+            continue
+        for blk in sch.get_child_blocks(piece):
+            inner = sch.get_loops(blk)[-trailing:]
+            flat = sch.fuse(*inner) if len(inner) > 1 else inner[0]
+            if per_index >= lanes and per_index % lanes == 0:
+                _try(sch.vectorize, sch.split(flat, [None, lanes])[1])
+            # else: a plain loop without branches, which LLVM's loop vectoriser takes
+    return True
+
+
 # -- templates ------------------------------------------------------------------------------
 
 #: bytes of one packed weight panel slice kept in L1 across the row tiles (K blocking)
@@ -660,7 +759,8 @@ def schedule(func, info: ScheduleInfo):
         outs = _output_buffers(sch.mod['main'])
         for b in _blocks(sch):
             if _writes_output(sch, b, outs) and not _is_reduction(sch, b):
-                _try(_parallel_vectorize, sch, b, info.lanes, info.kind == "elemwise")
+                if not _try(_schedule_pieces, sch, b, info.lanes):
+                    _try(_parallel_vectorize, sch, b, info.lanes, info.kind == "elemwise")
             elif _is_reduction(sch, b):
                 loops = sch.get_loops(b)
                 spatial = [lp for lp, iv in zip(loops, sch.get(b).iter_vars)
