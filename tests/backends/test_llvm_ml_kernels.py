@@ -152,6 +152,58 @@ def rng():
     return np.random.default_rng(14)
 
 
+# -- the corpus's scikit-learn models ----------------------------------------------------------
+
+def _corpus():
+    """benchmarks/corpus/corpus.py (manifest, cache folder, input generators)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "corpus" / "corpus.py"
+    spec = importlib.util.spec_from_file_location("nnvm_corpus_for_ml_kernels", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+CORPUS = _corpus()
+SKL = [e for e in CORPUS.models() if e["id"].startswith("skl-")]
+
+
+def _table(value):
+    """ZipMap outputs (a list of {label: score}) as a (rows, labels) array."""
+    if isinstance(value, list) and value and isinstance(value[0], dict):
+        return np.array([[d[k] for k in sorted(d)] for d in value], np.float32)
+    return np.asarray(value)
+
+
+@pytest.mark.parametrize("entry", SKL, ids=[e["id"] for e in SKL])
+def test_corpus_skl_model_compiles_and_matches(entry):
+    """Every ml op of the cached skl2onnx models is a kernel, and its outputs match the
+    reference target and onnxruntime on the manifest's inputs."""
+    path = CORPUS.model_path(entry)
+    if not path.exists():
+        pytest.skip(f"{entry['id']} is not in the corpus cache (run benchmarks/corpus/fetch.py)")
+    from nnvm.runtime.structured_outputs import regroup, structure_of
+
+    model = onnx.load(str(path))
+    feed = CORPUS.make_inputs(entry)
+    outs = {}
+    for target in ("llvm", "reference"):
+        graph, params = nnvm.frontend.from_onnx(model, shape=CORPUS.input_shapes(feed))
+        lib = nnvm.compiler.build(graph, target=target, shape=CORPUS.input_shapes(feed),
+                                  params=params)
+        if target == "llvm":
+            assert lib.stats()["num_fallback_kernels"] == 0, lib.stats()["unsupported_ops"]
+        got = lib.run(**{k: v for k, v in feed.items() if k in lib.input_names})
+        structure = structure_of(graph)
+        outs[target] = [_table(v) for v in (regroup(structure, got) if structure else got)]
+    _same(outs["llvm"], outs["reference"], 1e-5, 1e-5)
+    ort = pytest.importorskip("onnxruntime")
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    _same(outs["llvm"], [_table(v) for v in sess.run(None, feed)], 1e-5, 1e-4)
+
+
 # -- tree ensembles -----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("mode", MODES)
