@@ -1,10 +1,11 @@
-"""``matmul_integer`` with a weight param on llvm: the AVX512-VNNI kernel (``int8_gemm``)
-where the target has the feature, the int32 ``dense`` template where it does not (forced
-here with ``-mattr=-avx512vnni``). Both must give the exact int32 product over a shape grid:
-odd K (a partial 4-byte group), N narrower than a vector or not a multiple of the panel,
-row counts that leave a tail tile, uint8 and int8 on either side, zero points per tensor,
-per row and per column. The oracle is the definition in int64 (NumPy), and onnxruntime
-where it implements the case.
+"""``matmul_integer`` and 2-D ``conv_integer`` with a weight param on llvm: the AVX512-VNNI
+kernels (``int8_gemm``, ``int8_conv``) where the target has the feature, the int32 templates
+where it does not (forced here with ``-mattr=-avx512vnni``). Both must give the exact int32
+result over a shape grid: odd K (a partial 4-byte group) or channel counts, N narrower than
+a vector or not a multiple of the panel, row counts and output widths that leave a tail
+tile, strides, dilations and asymmetric padding, uint8 and int8 on either side, zero points
+per tensor, per row and per column. The oracle is the definition in int64 (NumPy), and
+onnxruntime where it implements the case.
 """
 
 from __future__ import annotations
@@ -38,16 +39,35 @@ def _host_has_vnni() -> bool:
         return has_vnni(16)
 
 
-def _model(a, b, az, bz):
-    node = helper.make_node("MatMulInteger", ["a", "b", "az", "bz"], ["y"])
+def _model(op, a, b, az, bz, **attrs):
+    node = helper.make_node(op, ["a", "b", "az", "bz"], ["y"], **attrs)
     graph = helper.make_graph(
-        [node], "mmi", [helper.make_tensor_value_info("a", ONNX_TYPES[a.dtype], a.shape)],
+        [node], "int8", [helper.make_tensor_value_info("a", ONNX_TYPES[a.dtype], a.shape)],
         [helper.make_tensor_value_info("y", T.INT32, [None] * a.ndim)],
         [numpy_helper.from_array(b, "b"), numpy_helper.from_array(az, "az"),
          numpy_helper.from_array(bz, "bz")])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
     return model
+
+
+def _run(model, a, target, vnni_layout):
+    """Build for ``target``, check the weight layout says which kernel ran, return y."""
+    g, params = nnvm.frontend.from_onnx(model, shape={"a": a.shape})
+    lib = nnvm.compiler.build(g, target=target, shape={"a": a.shape}, params=params)
+    assert lib.stats()["num_fallback_kernels"] == 0, lib.stats()["unsupported_ops"]
+    layouts = {p["layout"] for p in lib._plan["packed"].values()}
+    # without VNNI: the int32 templates' layouts, or none for a narrow N
+    assert (layouts == {vnni_layout}) == (target == "llvm"), layouts
+    got = np.asarray(lib.run(a=a)[0])
+    assert got.dtype == np.int32
+    return got
+
+
+def _check_onnxruntime(model, a, got):
+    ort = pytest.importorskip("onnxruntime")
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    np.testing.assert_array_equal(got, sess.run(None, {"a": a})[0])
 
 
 def _ints(rng, dtype, shape):
@@ -74,20 +94,53 @@ def test_matmul_integer_with_weight_is_exact(rng, target, sa, n, adt, bdt, row_z
     a, b = _ints(rng, adt, sa), _ints(rng, bdt, (k, n))
     az = _ints(rng, adt, (sa[0],)) if row_zp else np.array(_ints(rng, adt, ()), adt)
     bz = _ints(rng, bdt, (n,)) if col_zp else np.array(_ints(rng, bdt, ()), bdt)
-    model = _model(a, b, az, bz)
-    g, params = nnvm.frontend.from_onnx(model, shape={"a": sa})
-    lib = nnvm.compiler.build(g, target=target, shape={"a": sa}, params=params)
-    assert lib.stats()["num_fallback_kernels"] == 0, lib.stats()["unsupported_ops"]
-    layouts = {p["layout"] for p in lib._plan["packed"].values()}
-    # without VNNI: the int32 template's panels ("matmul"), or none for a narrow N
-    assert (layouts == {"matmul_vnni"}) == (target == "llvm"), layouts
-    got = np.asarray(lib.run(a=a)[0])
+    model = _model("MatMulInteger", a, b, az, bz)
+    got = _run(model, a, target, "matmul_vnni")
     a64 = a.astype(np.int64) - (az.astype(np.int64)[:, None] if row_zp else az.astype(np.int64))
-    want = a64 @ (b.astype(np.int64) - bz.astype(np.int64))
-    assert got.dtype == np.int32
-    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(got, a64 @ (b.astype(np.int64) - bz.astype(np.int64)))
     if adt == "uint8" and not row_zp:  # onnxruntime's kernel: uint8 A, scalar A zero point
-        ort = pytest.importorskip("onnxruntime")
-        sess = ort.InferenceSession(model.SerializeToString(),
-                                    providers=["CPUExecutionProvider"])
-        np.testing.assert_array_equal(got, sess.run(None, {"a": a})[0])
+        _check_onnxruntime(model, a, got)
+
+
+def _conv_ref(x, w, xz, wz, pads, strides, dil):
+    """The definition in int64: the zero-point-shifted input padded with 0."""
+    x = x.astype(np.int64) - int(xz)
+    w = w.astype(np.int64) - wz.astype(np.int64).reshape(-1, 1, 1, 1)
+    xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
+    kh, kw = w.shape[2:]
+    oh = (xp.shape[2] - (kh - 1) * dil[0] - 1) // strides[0] + 1
+    ow = (xp.shape[3] - (kw - 1) * dil[1] - 1) // strides[1] + 1
+    y = np.zeros((x.shape[0], w.shape[0], oh, ow), np.int64)
+    for r in range(kh):
+        for t in range(kw):
+            patch = xp[:, :, r * dil[0]:r * dil[0] + (oh - 1) * strides[0] + 1:strides[0],
+                       t * dil[1]:t * dil[1] + (ow - 1) * strides[1] + 1:strides[1]]
+            y += np.einsum("bchw,oc->bohw", patch, w[:, :, r, t])
+    return y
+
+
+CONVS = [  # x shape, w shape, x dtype, w dtype, pads, strides, dilations, per-channel w zp
+    ((1, 48, 16, 40), (192, 48, 3, 3), "uint8", "uint8", (1, 1, 1, 1), (1, 1), (1, 1), False),
+    ((1, 1, 64, 160), (24, 1, 3, 3), "uint8", "uint8", (1, 1, 1, 1), (2, 1), (1, 1), False),
+    ((1, 8, 17, 30), (24, 8, 3, 3), "int8", "uint8", (1, 1, 1, 1), (2, 2), (1, 1), False),
+    ((2, 5, 11, 7), (7, 5, 3, 2), "uint8", "int8", (0, 1, 2, 0), (1, 1), (2, 1), True),
+    ((1, 24, 9, 12), (50, 24, 1, 1), "uint8", "uint8", (0, 0, 0, 0), (1, 1), (1, 1), False),
+    ((1, 6, 13, 37), (9, 6, 5, 3), "uint8", "int8", (2, 0, 1, 3), (1, 3), (1, 2), False),
+]
+
+
+@pytest.mark.parametrize("target", _targets())
+@pytest.mark.parametrize("xs,ws,xdt,wdt,pads,strides,dil,per_channel", CONVS,
+                         ids=["ddddocr-3x3", "1-channel-stride-h", "int8-x-stride2",
+                              "perchannel-dilated", "1x1-tail-oc", "odd-everything"])
+def test_conv_integer_with_weight_is_exact(rng, target, xs, ws, xdt, wdt, pads, strides, dil,
+                                           per_channel):
+    x, w = _ints(rng, xdt, xs), _ints(rng, wdt, ws)
+    xz = np.array(_ints(rng, xdt, ()), xdt)
+    wz = _ints(rng, wdt, (ws[0],)) if per_channel else np.array(_ints(rng, wdt, ()), wdt)
+    model = _model("ConvInteger", x, w, xz, wz, pads=list(pads), strides=list(strides),
+                   dilations=list(dil))
+    got = _run(model, x, target, "conv2d_vnni")
+    np.testing.assert_array_equal(got, _conv_ref(x, w, xz, wz, pads, strides, dil))
+    if xdt == "uint8" and not per_channel:  # onnxruntime: scalar weight zero point only
+        _check_onnxruntime(model, x, got)

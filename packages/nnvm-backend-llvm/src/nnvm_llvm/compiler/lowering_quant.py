@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from tvm import te, topi
 
+from .int8_conv import conv_integer_vnni
 from .int8_gemm import has_vnni, matmul_integer_vnni, panel_width
 from .int8_quantize import dynamic_quantize_linear
 from .lowering import _const, _conv2d, conv_block, register
@@ -165,6 +166,10 @@ def _conv_int_pack(attrs, shapes, ctx):
     w = shapes[1]
     if w is None or len(w) != 4 or int(attrs.get("groups", 1)) != 1:
         return {}
+    if has_vnni(ctx.vector_lanes) and shapes[0] is not None and _out_width(attrs, shapes) >= 4:
+        # (a row narrower than 4 fills under a quarter of the 16 pixel lanes: the int32
+        # template, which tiles a column image along its rows, does as well)
+        return {1: ("conv2d_vnni", 4)}
     bn = conv_block(int(w[0]), ctx.vector_lanes)
     return {1: ("conv2d", bn)} if bn > 1 else {}
 
@@ -181,10 +186,13 @@ def _conv2d_attrs(attrs, w_shape):
 
 @register("conv_integer", "conv2d", pack=_conv_int_pack, supports=_conv_int_supports)
 def _conv_integer(attrs, ins, outs, ctx):
-    """2-D: lowering's conv2d rule (packed weights, the ``conv2d`` template) on int32
-    operands shifted by their zero points; other ranks: the N-d rule."""
+    """A VNNI target with a 2-D weight param (groups 1): ``int8_conv``'s kernel. Otherwise
+    2-D: lowering's conv2d rule (packed weights, the ``conv2d`` template) on int32 operands
+    shifted by their zero points; other ranks: the N-d rule."""
     x, w, xzp, wzp = ins
     (out_shape, _dtype), = outs
+    if ctx.packed.get(1, ("",))[0] == "conv2d_vnni":
+        return conv_integer_vnni(x, w, xzp, wzp, out_shape, _vnni_attrs(attrs), ctx.name)
     oc = int(out_shape[1])
     x_zp = _wide(_scalar(xzp))
     xs = te.compute(x.shape, lambda *i: _wide(x[i]) - x_zp, name=ctx.name + "_xs")
@@ -203,6 +211,18 @@ def _conv_integer(attrs, ins, outs, ctx):
     return _conv_nd(xs, ws, None, _spatial(attrs, "strides", nsp, 1), pads[:nsp],
                     _spatial(attrs, "dilations", nsp, 1), int(attrs.get("groups", 1)),
                     out_shape, "int32", ctx.name)
+
+
+def _out_width(attrs, shapes) -> int:
+    pads = _spatial(attrs, "pads", 4, 0)
+    kw, dw = int(shapes[1][3]), _spatial(attrs, "dilations", 2, 1)[1]
+    return (int(shapes[0][3]) + pads[1] + pads[3] - (kw - 1) * dw - 1) // \
+        _spatial(attrs, "strides", 2, 1)[1] + 1
+
+
+def _vnni_attrs(attrs) -> dict:
+    return {"pads": _spatial(attrs, "pads", 4, 0), "strides": _spatial(attrs, "strides", 2, 1),
+            "dilations": _spatial(attrs, "dilations", 2, 1)}
 
 
 def _logical_w_shape(w, ctx, oc: int) -> tuple:

@@ -17,8 +17,8 @@ Layouts:
     ``matmul_vnni``: int8 weight ``(K, N)`` -> ``(ceil(N / bn), ceil(K / 4), bn, 4)``: the
         4-byte groups along K that one AVX512-VNNI ``vpdpbusd`` lane multiplies, ``bn``
         columns per panel (``int8_gemm``).
-    ``conv2d_vnni``: int8 weight ``(OC, IC, KH, KW)`` -> ``(OC, ceil(IC * KH * KW / 4) * 4)``,
-        each filter one row of 4-byte groups (``int8_conv``).
+    ``conv2d_vnni``: int8 weight ``(OC, IC, KH, KW)`` -> ``(OC, ceil(IC / 4), KH, KW, 4)``:
+        per filter tap, the 4-byte groups of input channels (``int8_conv``).
     The VNNI layouts store uint8 weights with the top bit flipped (``w - 128`` as int8 bits,
         the dtype kept), since ``vpdpbusd`` multiplies unsigned by signed bytes; the padding
         is 0 in that signed domain.
@@ -74,8 +74,9 @@ def pack_matmul_vnni(weight: np.ndarray, bn: int) -> np.ndarray:
 
 
 def pack_conv2d_vnni(weight: np.ndarray, bn: int) -> np.ndarray:
-    w = _signed_bits(weight).reshape(weight.shape[0], -1)
-    return np.ascontiguousarray(np.pad(w, ((0, 0), (0, -w.shape[1] % 4))))
+    w = np.pad(_signed_bits(weight), ((0, 0), (0, -weight.shape[1] % 4), (0, 0), (0, 0)))
+    oc, ic, kh, kw = w.shape
+    return np.ascontiguousarray(w.reshape(oc, ic // 4, 4, kh, kw).transpose(0, 1, 3, 4, 2))
 
 
 PACKERS = {"dense": pack_dense, "matmul": pack_matmul, "conv2d": pack_conv2d,
@@ -104,6 +105,6 @@ def packed_shape(layout: str, shape: tuple, block: int) -> tuple:
         return (-(-n // block), -(-k // 4), block, 4)
     if layout == "conv2d_vnni":
         oc, ic, kh, kw = shape
-        return (oc, -(-(ic * kh * kw) // 4) * 4)
+        return (oc, -(-ic // 4), kh, kw, 4)
     oc, ic, kh, kw = shape
     return (-(-oc // block), ic, kh, kw, block)
