@@ -396,6 +396,25 @@ def test_svm_classifier_one_vs_one(rng, kernel, params, n_cls, post):
     check(model, rows(rng, 40, 4), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("n_cls,post", [(3, "NONE"), (4, "SOFTMAX"), (2, "NONE")])
+def test_svm_classifier_probabilities(rng, n_cls, post):
+    """prob_a/prob_b: Platt sigmoids of the pairwise decision values coupled into class
+    probabilities by libsvm's iteration, inside the kernel."""
+    per_class = [3, 4, 2, 3][:n_cls]
+    n_sv, pairs = sum(per_class), n_cls * (n_cls - 1) // 2
+    model = _model("SVMClassifier", TensorProto.FLOAT,
+                   [("L", TensorProto.INT64, [None]), ("S", TensorProto.FLOAT, [None, n_cls])],
+                   4, kernel_type="RBF", kernel_params=[0.4, 0.0, 0.0],
+                   support_vectors=rng.standard_normal(n_sv * 4).tolist(),
+                   vectors_per_class=per_class,
+                   coefficients=rng.standard_normal((n_cls - 1) * n_sv).tolist(),
+                   rho=rng.standard_normal(pairs).tolist(),
+                   prob_a=(-rng.uniform(0.5, 3, pairs)).tolist(),
+                   prob_b=rng.normal(0, 0.3, pairs).tolist(),
+                   classlabels_ints=list(range(n_cls)), post_transform=post)
+    check(model, rows(rng, 40, 4), rtol=1e-4, atol=1e-4)
+
+
 def test_svm_classifier_linear_svc(rng):
     """A linear SVC (no support vectors): against the reference only, as onnxruntime 1.31
     refuses an SVMClassifier without support-vector attributes."""

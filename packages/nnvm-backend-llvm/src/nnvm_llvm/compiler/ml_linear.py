@@ -9,9 +9,8 @@ as immediates in the code (TVM 0.27 has no constant buffers; these models hold t
 few thousand values). Labels and score layouts follow ``_lin_cls_ref``, ``_svm_cls_ref``
 and ``write_scores`` (onnxruntime's conventions for one score column).
 
-Kept on the host (``supports`` says why): string labels, Platt-coupled SVM probabilities
-(``prob_a``; an iterative solve per row), models over ``MAX_TERMS`` coefficients, unknown or
-N-d shapes.
+Kept on the host (``supports`` says why): string labels, models over ``MAX_TERMS``
+coefficients, unknown or N-d shapes.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from tvm.tirx.script.builder import ir as T
 
 from nnvm.ops.ml import _labels
 
-from . import lowering, ml_rows
+from . import lowering, ml_coupling, ml_rows
 from .lowering import Lowering
 from .ml_rows import F64, at, c64, x_at
 
@@ -226,8 +225,10 @@ def _svm_supports(what):
         labels, kind = _labels(attrs)
         if kind != "int64":
             return "svm_classifier with string labels (llvm kernels return numbers)"
-        if attrs["prob_a"]:
-            return "svm_classifier with probabilities (prob_a: pairwise coupling runs on the host)"
+        pairs = len(labels) * (len(labels) - 1) // 2
+        if attrs["prob_a"] and attrs["vectors_per_class"] and (
+                len(attrs["prob_a"]) < pairs or len(attrs["prob_b"]) < pairs):
+            return "svm_classifier with fewer prob_a/prob_b values than class pairs"
         per_class = list(attrs["vectors_per_class"])
         if per_class and (len(per_class) != len(labels) or sum(per_class) * f != sv or len(
                 attrs["coefficients"]) != (len(labels) - 1) * sum(per_class) or len(
@@ -305,8 +306,9 @@ def _linear_svc_body(attrs, labels, f):
 
 def _ovo_body(attrs, labels, f):
     """``_svm_ovo``: kernel values, one decision value per class pair, votes (s > 0 for the
-    first class of the pair), the label with the most votes; scores are the decision
-    values through ``write_scores`` (one pair: (-s, s) for NONE, else (1 - t, t))."""
+    first class of the pair), the label with the most votes; scores are the coupled
+    probabilities (``prob_a``, ``ml_coupling``) or the decision values through
+    ``write_scores`` (one pair: (-s, s) for NONE, else (1 - t, t))."""
     n_cls = len(labels)
     per_class = [int(v) for v in attrs["vectors_per_class"]]
     starts = np.concatenate([[0], np.cumsum(per_class)[:-1]]).astype(int).tolist()
@@ -344,7 +346,11 @@ def _ovo_body(attrs, labels, f):
         ml_rows.argmax_into(pick, lambda c: votes[c], n_cls)
         T.buffer_store(label, ml_rows.label_expr(labels, pick[0]), [row])
         put = lambda c, v: T.buffer_store(scores, v.astype("float32"), [row, c])  # noqa: E731
-        if len(pairs) != 1:
+        if attrs["prob_a"]:
+            probs = T.alloc_buffer((n_cls,), F64, scope="local")
+            ml_coupling.pairwise_probability(attrs, n_cls, pairs, s, probs)
+            ml_rows.store_row(mode, n_cls, lambda c: probs[c], put)
+        elif len(pairs) != 1:
             ml_rows.store_row(mode, len(pairs), lambda c: s[c], put)
         elif mode == "PROBIT":
             put(0, ml_rows.probit(s[0]))
