@@ -9,7 +9,8 @@ groups of 4 (the 4 bytes one ``vpdpbusd`` lane multiplies), spatially padded wit
 point, each row split into its ``S = stride_w`` column phases. Then 16 consecutive outputs
 of a row read 64 contiguous bytes for every tap, stride or not, and no im2col buffer
 (``K x pixels`` bytes) is written. Weights are packed at load (``conv2d_vnni``:
-``(OC, C4, KH, KW, 4)``, uint8 stored as ``w - 128``) and broadcast, 4 bytes per output
+``(OC, C4 + 1, KH, KW, 4)``, uint8 stored as ``w - 128``, the extra group holding each
+filter's sum) and broadcast, 4 bytes per output
 channel and tap. The register tile is ``mr`` output channels x ``nv`` vectors of 16 pixels
 of one output row; rows are the parallel axis.
 
@@ -41,7 +42,7 @@ class _Conv:
     def __init__(self, x, wq, xzp, wzp, y, attrs):
         self.b, self.c, self.h, self.w = (int(d) for d in x.shape)
         _, self.oc, self.oh, self.ow = (int(d) for d in y.shape)
-        self.c4, self.kh, self.kw = (int(d) for d in wq.shape[1:4])
+        self.c4, self.kh, self.kw = int(wq.shape[1]) - 1, int(wq.shape[2]), int(wq.shape[3])
         pads = attrs["pads"]
         self.pt, self.pl = pads[0], pads[1]
         self.sh, self.sw = attrs["strides"]
@@ -55,7 +56,7 @@ class _Conv:
         self.tx = 128 if str(x.dtype) == "int8" else 0
         self.s = 128 if str(wq.dtype) == "uint8" else 0
         self.k = self.c * self.kh * self.kw
-        self.taps = self.c4 * self.kh * self.kw
+        self.taps = (self.c4 + 1) * self.kh * self.kw  # per filter, with its sum group
         self.wq32 = flat(wq, self.oc * self.taps, "int32")
         self.nv = min(self.vecs, 4)
         fits = [m for m in (8, 6, 4) if m * self.nv <= MAX_ACC]
@@ -115,29 +116,6 @@ class _Conv:
                     T.buffer_store(xq, word(lambda j, q=q: byte_of(j, q), 4), [dst + q])
         return xq
 
-    def col_sums(self):
-        """``colsum(w')`` per output channel (the packed rows, shift included)."""
-        taps = self.taps
-        cs = T.alloc_buffer((self.oc,), "int32")
-        ones = bcast(tirx.const(0x01010101, "int32"))
-        with T.serial(0, self.oc) as o:
-            acc = T.alloc_buffer((LANES,), "int32", scope="local")
-            T.buffer_store(acc, bcast(tirx.const(0, "int32")), [ramp(0)])
-            if taps // LANES:
-                with T.serial(0, taps // LANES) as g:
-                    T.buffer_store(acc, vnni_dot(acc[ramp(0)], ones,
-                                                 self.wq32[ramp(o * taps + g * LANES)]),
-                                   [ramp(0)])
-            T.buffer_store(cs, tirx.const(0, "int32"), [o])
-            with T.serial(0, LANES) as j:
-                T.buffer_store(cs, cs[o] + acc[j], [o])
-            for t in range(taps // LANES * LANES, taps):
-                g = self.wq32[o * taps + t]
-                for j in range(4):  # the 4 signed bytes of one group
-                    byte = ((g << (24 - 8 * j)) >> 24)
-                    T.buffer_store(cs, cs[o] + byte, [o])
-        return cs
-
     def x_vec(self, xq32, bi, oh, v, ci, r, t):
         """The 16 output pixels ``v`` of row ``oh`` x channel group ``ci``, tap (r, t)."""
         ph = (t * self.dw) % self.sw
@@ -147,7 +125,6 @@ class _Conv:
 
     def body(self):
         xq32 = self.pack_input()
-        cs = self.col_sums()
         zsum = tirx.const(self.tx, "int32") + self.zx()
         work = self.b * self.oh * self.ow * self.oc * self.k
         loop = T.parallel if work >= PARALLEL_MIN_WORK and self.b * self.oh > 1 else T.serial
@@ -158,11 +135,11 @@ class _Conv:
                     tail > 0):
                 if v0 is None:
                     with T.serial(0, chunks) as ch:
-                        self.chunk(xq32, cs, zsum, bi, oh, ch * self.nv, nv)
+                        self.chunk(xq32, zsum, bi, oh, ch * self.nv, nv)
                 else:
-                    self.chunk(xq32, cs, zsum, bi, oh, v0, nv)
+                    self.chunk(xq32, zsum, bi, oh, v0, nv)
 
-    def chunk(self, xq32, cs, zsum, bi, oh, v0, nv):
+    def chunk(self, xq32, zsum, bi, oh, v0, nv):
         """``nv`` pixel vectors from ``v0`` of one output row, every output channel."""
         rs = T.alloc_buffer((nv * LANES,), "int32", scope="local")
         ones = bcast(tirx.const(0x01010101, "int32"))
@@ -181,11 +158,11 @@ class _Conv:
         mr = self.mr
         tiles, rest = divmod(self.oc, mr)
         with T.serial(0, tiles) as to:
-            self.tile(xq32, cs, zsum, rs, bi, oh, v0, nv, to * mr, mr)
+            self.tile(xq32, zsum, rs, bi, oh, v0, nv, to * mr, mr)
         if rest:
-            self.tile(xq32, cs, zsum, rs, bi, oh, v0, nv, tiles * mr, rest)
+            self.tile(xq32, zsum, rs, bi, oh, v0, nv, tiles * mr, rest)
 
-    def tile(self, xq32, cs, zsum, rs, bi, oh, v0, nv, o0, mr):
+    def tile(self, xq32, zsum, rs, bi, oh, v0, nv, o0, mr):
         kh, kw, c4 = self.kh, self.kw, self.c4
         acc = T.alloc_buffer((mr * nv * LANES,), "int32", scope="local")
         zero = bcast(tirx.const(0, "int32"))
@@ -204,7 +181,8 @@ class _Conv:
         yf = flat(self.y, self.b * self.oc * plane)
         for i in range(mr):
             o = o0 + i
-            corr = bcast(zsum * cs[o])
+            # the filter's sum: its extra channel group, at tap (0, 0)
+            corr = bcast(zsum * self.wq32[o * self.taps + self.c4 * self.kh * self.kw])
             scale = bcast(tirx.const(self.s, "int32") - self.zw(o))
             for v in range(nv):
                 val = acc[ramp((i * nv + v) * LANES)] - corr + scale * rs[ramp(v * LANES)]

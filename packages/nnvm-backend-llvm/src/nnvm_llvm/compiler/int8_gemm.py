@@ -17,8 +17,8 @@ with row and column sums (``(a - za)(w - zw) = a w - zw sum a - za sum w + K za 
     y = P' - (ta + za) * colsum(w') + (s - zw) * (rowsum(a) - K * za)
 
 with ``P'`` the accumulated ``a' . w'``, ``ta``/``s`` the 128 shifts (0 for operands already
-of the right sign) and ``colsum(w')`` computed by ``vpdpbusd`` against bytes of 1 once per
-panel. Everything is exact int32 arithmetic, so the result equals onnxruntime's.
+of the right sign) and ``colsum(w')`` computed by the packer (the panel's last group row), so
+a GEMV reads each weight byte once and multiplies it once. Everything is exact int32 arithmetic, so the result equals onnxruntime's.
 """
 
 from __future__ import annotations
@@ -109,6 +109,7 @@ class _Gemm:
     def __init__(self, a, bp, azp, bzp, y, n: int, bn: int, threads_ok: bool = True):
         self.k = int(a.shape[-1])
         self.k4 = -(-self.k // 4)
+        self.stride = int(bp.shape[1])  # group rows per panel: K4, then the column sums
         self.rows = _prod(a.shape[:-1])
         self.n, self.bn, self.nv = n, bn, bn // LANES
         self.panels = int(bp.shape[0])
@@ -125,7 +126,9 @@ class _Gemm:
             self.azp.shape) == 1 else self.azp[r].astype("int32")
 
     def w_vec(self, p, ko, v):
-        return self.bp[ramp((p * self.k4 + ko) * self.bn + v * LANES)]
+        """Column group ``v`` of K group row ``ko`` of panel ``p`` (``ko = K4``: the column
+        sums the packer appended)."""
+        return self.bp[ramp((p * self.stride + ko) * self.bn + v * LANES)]
 
     def body(self):
         k, rows, n, bn = self.k, self.rows, self.n, self.bn
@@ -147,43 +150,22 @@ class _Gemm:
         mr = _row_tile(rows)
         tiles, rest = divmod(rows, mr)
         with (T.parallel if self.parallel else T.serial)(0, self.panels) as p:
-            csum = T.alloc_buffer((bn,), "int32", scope="local")
-            fused = tiles == 1 and not rest or tiles == 0
-            if not fused:
-                self.col_sums(p, csum)
             if tiles:
                 with T.serial(0, tiles) as t:
-                    self.tile(p, t * mr, mr, groups, zw, rterm, csum, fused and tiles == 1)
+                    self.tile(p, t * mr, mr, groups, zw, rterm)
             if rest:
-                self.tile(p, tiles * mr, rest, groups, zw, rterm, csum, tiles == 0)
+                self.tile(p, tiles * mr, rest, groups, zw, rterm)
 
-    def col_sums(self, p, csum):
-        ones = bcast(tirx.const(0x01010101, "int32"))
-        for v in range(self.nv):
-            T.buffer_store(csum, bcast(tirx.const(0, "int32")), [ramp(v * LANES)])
-        with T.serial(0, self.k4) as ko:
-            for v in range(self.nv):
-                T.buffer_store(csum, vnni_dot(csum[ramp(v * LANES)], ones,
-                                              self.w_vec(p, ko, v)), [ramp(v * LANES)])
-
-    def tile(self, p, r0, mr, groups, zw, rterm, csum, with_csum):
-        """``mr`` rows from ``r0`` x one panel; ``with_csum``: the column sums in the same
-        K loop (one tile per panel: the weights are read once)."""
+    def tile(self, p, r0, mr, groups, zw, rterm):
+        """``mr`` rows from ``r0`` x one panel."""
         nv, bn, k4, n = self.nv, self.bn, self.k4, self.n
         acc = T.alloc_buffer((mr * bn,), "int32", scope="local")
         zero = bcast(tirx.const(0, "int32"))
-        ones = bcast(tirx.const(0x01010101, "int32"))
         for i in range(mr * nv):
             T.buffer_store(acc, zero, [ramp(i * LANES)])
-        if with_csum:
-            for v in range(nv):
-                T.buffer_store(csum, zero, [ramp(v * LANES)])
         with T.serial(0, k4) as ko:
             for v in range(nv):
                 w = self.w_vec(p, ko, v)
-                if with_csum:
-                    T.buffer_store(csum, vnni_dot(csum[ramp(v * LANES)], ones, w),
-                                   [ramp(v * LANES)])
                 for i in range(mr):
                     idx = ramp((i * nv + v) * LANES)
                     T.buffer_store(acc, vnni_dot(acc[idx], bcast(groups[(r0 + i) * k4 + ko]),
@@ -193,7 +175,7 @@ class _Gemm:
             for v in range(nv):
                 c0 = p * bn + v * LANES
                 val = acc[ramp((i * nv + v) * LANES)] \
-                    - bcast(rterm[r, 1]) * csum[ramp(v * LANES)] \
+                    - bcast(rterm[r, 1]) * self.w_vec(p, k4, v) \
                     + zw[ramp(c0)] * bcast(rterm[r, 0])
                 if self.panels * bn == n:
                     T.buffer_store(self.y, val, [ramp(r * n + c0)])

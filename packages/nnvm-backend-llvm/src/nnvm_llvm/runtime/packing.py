@@ -14,11 +14,12 @@ Layouts:
     ``conv2d``: weight ``(OC, IC, KH, KW)`` -> ``(ceil(OC / bn), IC, KH, KW, bn)``,
         zero-padded: the output channel block is the vector lane (TVM's ``conv2d_NCHWc``
         kernel layout ``OIHW{bn}o``).
-    ``matmul_vnni``: int8 weight ``(K, N)`` -> ``(ceil(N / bn), ceil(K / 4), bn, 4)``: the
-        4-byte groups along K that one AVX512-VNNI ``vpdpbusd`` lane multiplies, ``bn``
-        columns per panel (``int8_gemm``).
-    ``conv2d_vnni``: int8 weight ``(OC, IC, KH, KW)`` -> ``(OC, ceil(IC / 4), KH, KW, 4)``:
-        per filter tap, the 4-byte groups of input channels (``int8_conv``).
+    ``matmul_vnni``: int8 weight ``(K, N)`` -> ``(ceil(N / bn), ceil(K / 4) + 1, bn, 4)``:
+        the 4-byte groups along K that one AVX512-VNNI ``vpdpbusd`` lane multiplies, ``bn``
+        columns per panel (``int8_gemm``); the last group row holds each column's int32 sum.
+    ``conv2d_vnni``: int8 weight ``(OC, IC, KH, KW)`` -> ``(OC, ceil(IC / 4) + 1, KH, KW, 4)``:
+        per filter tap, the 4-byte groups of input channels (``int8_conv``); the extra
+        channel group holds the filter's int32 sum at tap (0, 0).
     The VNNI layouts store uint8 weights with the top bit flipped (``w - 128`` as int8 bits,
         the dtype kept), since ``vpdpbusd`` multiplies unsigned by signed bytes; the padding
         is 0 in that signed domain.
@@ -65,18 +66,30 @@ def _signed_bits(weight: np.ndarray) -> np.ndarray:
     return weight ^ np.uint8(0x80) if weight.dtype == np.uint8 else weight
 
 
+def _sum_bytes(panels: np.ndarray, axes: tuple) -> np.ndarray:
+    """The int32 sums of the signed weights over ``axes``, as 4 bytes of ``panels.dtype``
+    each (the kernels' zero-point correction, computed once here)."""
+    sums = panels.view(np.int8).astype(np.int32).sum(axis=axes)
+    return sums.astype("<i4").view(panels.dtype).reshape(sums.shape + (4,))
+
+
 def pack_matmul_vnni(weight: np.ndarray, bn: int) -> np.ndarray:
     w = _signed_bits(weight)
     k, n = w.shape
     w = np.pad(w, ((0, -k % 4), (0, -n % bn)))
     k4, nb = w.shape[0] // 4, w.shape[1] // bn
-    return np.ascontiguousarray(w.reshape(k4, 4, nb, bn).transpose(2, 0, 3, 1))
+    panels = w.reshape(k4, 4, nb, bn).transpose(2, 0, 3, 1)
+    sums = _sum_bytes(panels, (1, 3))[:, None]  # (nb, 1, bn, 4)
+    return np.ascontiguousarray(np.concatenate([panels, sums], axis=1))
 
 
 def pack_conv2d_vnni(weight: np.ndarray, bn: int) -> np.ndarray:
     w = np.pad(_signed_bits(weight), ((0, 0), (0, -weight.shape[1] % 4), (0, 0), (0, 0)))
     oc, ic, kh, kw = w.shape
-    return np.ascontiguousarray(w.reshape(oc, ic // 4, 4, kh, kw).transpose(0, 1, 3, 4, 2))
+    filters = w.reshape(oc, ic // 4, 4, kh, kw).transpose(0, 1, 3, 4, 2)
+    extra = np.zeros((oc, 1, kh, kw, 4), w.dtype)
+    extra[:, 0, 0, 0] = _sum_bytes(filters, (1, 2, 3, 4))
+    return np.ascontiguousarray(np.concatenate([filters, extra], axis=1))
 
 
 PACKERS = {"dense": pack_dense, "matmul": pack_matmul, "conv2d": pack_conv2d,
@@ -102,9 +115,9 @@ def packed_shape(layout: str, shape: tuple, block: int) -> tuple:
         return (-(-n // block), k, block)
     if layout == "matmul_vnni":
         k, n = shape
-        return (-(-n // block), -(-k // 4), block, 4)
+        return (-(-n // block), -(-k // 4) + 1, block, 4)
     if layout == "conv2d_vnni":
         oc, ic, kh, kw = shape
-        return (oc, -(-ic // 4), kh, kw, 4)
+        return (oc, -(-ic // 4) + 1, kh, kw, 4)
     oc, ic, kh, kw = shape
     return (-(-oc // block), ic, kh, kw, block)
