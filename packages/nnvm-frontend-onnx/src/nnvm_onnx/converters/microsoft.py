@@ -45,14 +45,23 @@ def _check_supported(ctx):
         _refuse(ctx, "peepholes")
 
 
+def _quantised_weight(ctx, weight, w_scale, w_zp) -> tuple:
+    """The constants of one quantised weight, made once: a constant per use would be a
+    separate param per time step (38 copies of the 1 MB recurrent weight, each streamed
+    from memory, in ddddocr's unrolled LSTM)."""
+    return (ctx.constant(weight), ctx.constant(w_scale.astype(np.float32)),
+            ctx.constant(w_zp))
+
+
 def _scaled_product(ctx, q, scale, zp, weight, w_scale, w_zp):
-    """float32 (q - zp) @ (weight - w_zp) * (scale * w_scale), as onnxruntime's quantised GEMM."""
-    acc = ctx.op("matmul_integer", q, ctx.constant(weight), zp, ctx.constant(w_zp))
-    factor = ctx.op("broadcast_mul", scale, ctx.constant(w_scale.astype(np.float32)))
+    """float32 (q - zp) @ (weight - w_zp) * (scale * w_scale), as onnxruntime's quantised GEMM
+    (the weight, its scale and zero point from :func:`_quantised_weight`)."""
+    acc = ctx.op("matmul_integer", q, weight, zp, w_zp)
+    factor = ctx.op("broadcast_mul", scale, w_scale)
     return ctx.op("broadcast_mul", ctx.op("cast", acc, dtype="float32"), factor)
 
 
-def _recurrent(ctx, h, batch: int, hidden: int, r, r_scale, r_zp):
+def _recurrent(ctx, h, batch: int, r, r_scale, r_zp):
     """h @ R with h quantised row by row: onnxruntime's LSTM runs the recurrent GEMM of each
     batch row on its own, so each row gets its own scale and zero point (quantising the
     (batch, hidden) block at once is off by ~1e-3 on a 2-row batch)."""
@@ -85,8 +94,9 @@ def _dynamic_quantize_lstm(ctx, node):
                               ctx.op("reshape", ctx.input(0), shape=(seq * batch, size)))
     ys, hs, cs = [], [], []
     for d in range(dirs):
-        proj = _scaled_product(ctx, xq, xs, xz, w[d], _per_direction(ctx, 8, d),
-                               _per_direction(ctx, 9, d))
+        proj = _scaled_product(ctx, xq, xs, xz, *_quantised_weight(
+            ctx, w[d], _per_direction(ctx, 8, d), _per_direction(ctx, 9, d)))
+        rw = _quantised_weight(ctx, r[d], _per_direction(ctx, 10, d), _per_direction(ctx, 11, d))
         proj = ctx.op("reshape", proj, shape=(seq, batch, 4 * hidden))
         b = ctx.constant((bias[d, :4 * hidden] + bias[d, 4 * hidden:]).astype(np.float32))
         h, c = _state(ctx, 5, d, batch, hidden), _state(ctx, 6, d, batch, hidden)
@@ -95,8 +105,7 @@ def _dynamic_quantize_lstm(ctx, node):
         for t in steps:
             xt = ctx.op("reshape", ctx.op("strided_slice", proj, begin=(t,), end=(t + 1,)),
                         shape=(batch, 4 * hidden))
-            rec = _recurrent(ctx, h, batch, hidden, r[d], _per_direction(ctx, 10, d),
-                             _per_direction(ctx, 11, d))
+            rec = _recurrent(ctx, h, batch, *rw)
             gates = ctx.op("broadcast_add", ctx.op("elemwise_add", xt, rec), b)
             i, o, f, g = (ctx.op("strided_slice", gates, begin=(0, k * hidden),
                                  end=(batch, (k + 1) * hidden)) for k in range(4))
