@@ -13,7 +13,7 @@ from __future__ import annotations
 DEFAULT = [
     "OrderMutation", "SimplifyInference", "InferShape", "InferType",
     "PrecomputePrune", "EliminateCommonSubexpr", "SimplifyAlgebra", "EliminateDeadCode",
-    "FoldScaleAxis", "AlterOpLayout", "CorrectLayout", "PrecomputePrune",
+    "FoldScaleAxis", "SplitDilatedConv", "AlterOpLayout", "CorrectLayout", "PrecomputePrune",
     "InferShape", "InferType", "FuseOps", "PlanMemory",
 ]
 
