@@ -152,6 +152,23 @@ def rng():
     return np.random.default_rng(14)
 
 
+@pytest.fixture(params=["code", "table"])
+def walk(request, monkeypatch, tmp_path):
+    """Run a tree test with each walk: trees as code (``CodeWalk``, small ensembles) and the
+    constant node table (``TableWalk``, forced here by a code limit of 0; a private kernel
+    cache, as the two kernels share their cache key)."""
+    if request.param == "code":
+        yield "code"
+        return
+    from nnvm_llvm.compiler import cache, ml_trees
+
+    monkeypatch.setattr(ml_trees, "MAX_NODES", 0)
+    monkeypatch.setenv("NNVM_CACHE_DIR", str(tmp_path))
+    cache.clear_memory()
+    yield "table"
+    cache.clear_memory()
+
+
 # -- the corpus's scikit-learn models ----------------------------------------------------------
 
 def _corpus():
@@ -207,25 +224,25 @@ def test_corpus_skl_model_compiles_and_matches(entry):
 # -- tree ensembles -----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("mode", MODES)
-def test_regressor_each_compare_mode(rng, mode):
+def test_regressor_each_compare_mode(rng, walk, mode):
     model = regressor(rng, 4, modes=(mode,), integer_splits=True, base_values=[0.5])
     check(model, rows(rng, 64, 4, integers=True))
 
 
-def test_regressor_nan_inputs_with_and_without_missing_tracking(rng):
+def test_regressor_nan_inputs_with_and_without_missing_tracking(rng, walk):
     model = regressor(rng, 5, n_trees=8, depth=5, modes=MODES, missing=True)
     check(model, rows(rng, 200, 5, nan=0.2))
 
 
 @pytest.mark.parametrize("agg", ["SUM", "AVERAGE", "MIN", "MAX"])
-def test_regressor_aggregates_over_several_targets(rng, agg):
+def test_regressor_aggregates_over_several_targets(rng, walk, agg):
     model = regressor(rng, 6, n_targets=3, n_trees=7, aggregate_function=agg,
                       base_values=[0.1, -0.2, 0.3])
     check(model, rows(rng, 50, 6))
 
 
 @pytest.mark.parametrize("post", POSTS)
-def test_regressor_post_transforms(rng, post):
+def test_regressor_post_transforms(rng, walk, post):
     targets = 1 if post == "PROBIT" else 3
     model = regressor(rng, 4, n_targets=targets, post_transform=post)
     x = rows(rng, 40, 4)
@@ -233,13 +250,13 @@ def test_regressor_post_transforms(rng, post):
 
 
 @pytest.mark.parametrize("n", [1, 1000])
-def test_regressor_batch_sizes(rng, n):
+def test_regressor_batch_sizes(rng, walk, n):
     """Batch 1000 over 30 trees is enough work to split rows over the thread pool."""
     model = regressor(rng, 8, n_trees=30 if n > 1 else 3, depth=6, modes=MODES, missing=True)
     check(model, rows(rng, n, 8, nan=0.05))
 
 
-def test_regressor_float64_input_and_thresholds(rng):
+def test_regressor_float64_input_and_thresholds(rng, walk):
     trees = forest(rng, 4, 4, 3, "target", 2, missing=True)
     values = trees.pop("nodes_values")
     model = _model("TreeEnsembleRegressor", TensorProto.DOUBLE,
@@ -251,7 +268,7 @@ def test_regressor_float64_input_and_thresholds(rng):
 
 @pytest.mark.parametrize("post", ["NONE", "LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO"])
 @pytest.mark.parametrize("base", [None, [0.1, 0.0, -0.1, 0.2]])
-def test_classifier_multiclass(rng, post, base):
+def test_classifier_multiclass(rng, walk, post, base):
     extra = {"base_values": base} if base else {}
     model = classifier(rng, 5, [10, 20, 30, 40], n_trees=6, post_transform=post,
                        modes=MODES[:4], missing=True, **extra)
@@ -263,7 +280,7 @@ def test_classifier_multiclass(rng, post, base):
     (1, (0.0, 1.0), None), (1, (0.0, 1.0), [0.2]), (1, (-1.0, 1.0), [0.1]),
     (0, (0.0, 1.0), None), (0, (-1.0, 1.0), [0.3]), (0, (-1.0, 1.0), [0.1, 0.2]),
     (None, (0.0, 1.0), None), (None, (-1.0, 1.0), [0.1, 0.2])])
-def test_classifier_two_classes(rng, post, column, weights, base):
+def test_classifier_two_classes(rng, walk, post, column, weights, base):
     """onnxruntime's two-class conventions: one weighted column (binary, positive or mixed
     weights) or both columns, with no, one or two base values."""
     extra = {"base_values": base} if base else {}
@@ -272,7 +289,7 @@ def test_classifier_two_classes(rng, post, column, weights, base):
     check(model, rows(rng, 120, 4))
 
 
-def test_classifier_two_classes_where_a_leaf_has_no_weight():
+def test_classifier_two_classes_where_a_leaf_has_no_weight(walk):
     """A row reaching a leaf without weights: its scores come from write_scores' single
     column rules (the reference's case table). PROBIT only against the reference target:
     onnxruntime returns probit(0) = -inf there and leaves the second score unwritten."""
@@ -291,7 +308,7 @@ def test_classifier_two_classes_where_a_leaf_has_no_weight():
                   oracle=post != "PROBIT")
 
 
-def test_skl_shaped_forest_batch_1000(rng):
+def test_skl_shaped_forest_batch_1000(rng, walk):
     """A random-forest classifier as skl2onnx writes it (AVERAGE-like weights, 3 classes)."""
     model = classifier(rng, 13, [0, 1, 2], n_trees=20, depth=6)
     check(model, rows(rng, 1000, 13))
@@ -319,13 +336,13 @@ def test_membership_stays_on_host_and_runs():
 
 
 def test_forest_over_the_code_limit_stays_on_host_and_runs(rng, monkeypatch):
-    """Trees are compiled as code up to ``MAX_NODES``; a larger ensemble keeps the host walk
+    """Trees are compiled up to ``MAX_TABLE_NODES``; a larger ensemble keeps the host walk
     (the limit lowered here so the test builds a small one)."""
     from nnvm_llvm.compiler import ml_trees
 
-    monkeypatch.setattr(ml_trees, "MAX_NODES", 20)
+    monkeypatch.setattr(ml_trees, "MAX_TABLE_NODES", 20)
     stats = check(regressor(rng, 4, n_trees=6), rows(rng, 10, 4), compiled=False)
-    assert "nodes and leaves as code" in stats["unsupported_ops"]["tree_ensemble"]
+    assert "nodes and leaves" in stats["unsupported_ops"]["tree_ensemble"]
 
 
 def test_string_labels_stay_on_host_and_run(rng):

@@ -3,25 +3,26 @@
 Why: scikit-learn's trees (skl2onnx exports) ran as NumPy host steps at 7-14x onnxruntime,
 which takes 6-20 us a call; NumPy's per-call overhead alone is more than that.
 
-How: each tree becomes code, not data. TVM 0.27 has no constant buffers for a kernel to
-read a node table from, so every interior node is an ``if`` on one feature against an
-immediate threshold, and every leaf adds its weights to per-target accumulators: the
-"if-else" compilation of tree ensembles (treelite, lleaves), where a walk costs a compare
-and a branch per level with no table loads. The kernel walks every tree for every row
+How: small ensembles become code (``ml_tree_walk.CodeWalk``): every interior node an ``if``
+on one feature against an immediate threshold, every leaf an add into per-target
+accumulators, the "if-else" compilation of tree ensembles (treelite, lleaves), where a walk
+costs a compare and a branch per level with no table loads. Ensembles over ``MAX_NODES``
+(LLVM's build time grows faster than that code) walk ``ml._unified``'s node table baked in
+as a constant (``ml_tree_table.TableWalk``). The kernel walks every tree for every row
 (rows in parallel only when the work repays a thread launch), then aggregates (SUM,
 AVERAGE, MIN, MAX and the "has a score" mask), adds base values and applies the post
 transform in float64, as ``nnvm.ops.ml`` does; the classifier's labels and two-class
 scores follow ``_tree_cls_ref`` / ``_two_classes`` (onnxruntime 1.31, case by case).
 
 Kept on the host (``supports`` says why, shown in ``stats()["unsupported_ops"]``):
-BRANCH_MEMBER nodes, string labels, ensembles over ``MAX_NODES`` nodes (the code grows
-with the trees, LLVM's compile time faster than that), unknown shapes.
+BRANCH_MEMBER nodes, string labels, ensembles over ``MAX_TABLE_NODES`` nodes, unknown
+shapes.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from tvm import te, tirx
+from tvm import tirx
 from tvm.tirx.script.builder import ir as T
 
 from nnvm.ops.ml import _labels, _prepared, _unified
@@ -29,18 +30,15 @@ from nnvm.ops.ml import _labels, _prepared, _unified
 from . import lowering, ml_rows
 from .lowering import Lowering
 from .ml_rows import F64, c64
+from .ml_tree_table import TableWalk
+from .ml_tree_walk import CodeWalk
 
-#: interior nodes plus leaves one kernel may hold as code. LLVM's time grows faster than
-#: the code: a 100-tree depth-6 forest (5,800 nodes) builds in ~8 s, depth 8 (13,000) in
-#: ~40 s on a 2-core box; larger ensembles keep the host walk
+#: interior nodes plus leaves one kernel holds as code (``CodeWalk``). LLVM's time grows
+#: faster than the code: a 100-tree depth-6 forest (5,800 nodes) builds in ~8 s, depth 8
+#: (13,000) in ~40 s on a 2-core box; larger ensembles walk a constant table (``TableWalk``)
 MAX_NODES = 6_000
-#: comparisons by ``nodes_modes`` code (6, BRANCH_MEMBER, stays on the host); NEQ holds
-#: for NaN as in NumPy and C++ (TVM emits an ordered compare, false for NaN)
-_COMPARE = (lambda v, s: v <= s, lambda v, s: v < s, lambda v, s: v >= s,
-            lambda v, s: v > s, lambda v, s: v == s,
-            lambda v, s: tirx.Or(v != s, te.isnan(v)))
-
-
+#: nodes plus leaves the table walk takes (a few bytes of constant data each)
+MAX_TABLE_NODES = 4_000_000
 def _trees_reason(attrs, shapes, n_targets) -> str | None:
     x = shapes[0] if shapes else None
     if x is None or len(x) not in (1, 2):
@@ -50,9 +48,9 @@ def _trees_reason(attrs, shapes, n_targets) -> str | None:
     if any(int(m) not in range(6) for m in attrs["nodes_modes"]):
         return "tree ensemble with an unknown node mode"
     prep = _prepared(attrs, n_targets)
-    if len(prep["feat"]) + prep["weight"].shape[0] > MAX_NODES:
+    if len(prep["feat"]) + prep["weight"].shape[0] > MAX_TABLE_NODES:
         return (f"tree ensemble of {len(prep['feat'])} nodes (llvm compiles up to "
-                f"{MAX_NODES} nodes and leaves as code)")
+                f"{MAX_TABLE_NODES} nodes and leaves)")
     if prep["feat"].size and (prep["feat"].min() < 0 or prep["feat"].max() >= (
             x[-1] if x else 1)):
         return "tree ensemble reading a feature the input does not have"
@@ -84,82 +82,17 @@ def _cycle(prep) -> bool:
     return False
 
 
-class _Walk:
-    """Emits the trees of one ensemble as nested ``if``s adding into ``acc``/``seen``."""
-
-    def __init__(self, attrs, n_targets: int, x_buf, single: bool):
-        self.prep = _prepared(attrs, n_targets)
-        self.agg = attrs["aggregate_function"]
-        self.x, self.single = x_buf, single
-        self.cmp = "float32" if single else F64
-        p = self.prep
-        reached = np.concatenate([p["tid"][p["tleaf"]], p["fid"][p["fleaf"]],
-                                  p["roots"][p["root_leaf"]]]).astype(np.int64)
-        #: targets every reachable leaf weights: always scored, no flag to keep (skl's
-        #: forests), which also keeps the code LLVM compiles smaller
-        self.always = p["has"][reached].all(axis=0) if len(p["roots"]) else \
-            np.zeros(n_targets, bool)
-
-    def value(self, row, f):
-        return ml_rows.x_at(self.x, row, f, self.cmp)
-
-    def node(self, k: int, row, acc, seen) -> None:
-        p = self.prep
-        v = self.value(row, int(p["feat"][k]))
-        split = p["split32"][k] if self.single else p["split64"][k]
-        cond = _COMPARE[int(p["mode"][k])](v, tirx.const(float(split), self.cmp))
-        if p["miss"][k]:
-            cond = tirx.Or(cond, te.isnan(v))
-        with T.If(cond):
-            with T.Then():
-                self.child(int(p["tid"][k]), bool(p["tleaf"][k]), row, acc, seen)
-            with T.Else():
-                self.child(int(p["fid"][k]), bool(p["fleaf"][k]), row, acc, seen)
-
-    def child(self, k: int, leaf: bool, row, acc, seen) -> None:
-        if leaf:
-            self.leaf(k, acc, seen)
-        else:
-            self.node(k, row, acc, seen)
-
-    def leaf(self, k: int, acc, seen) -> None:
-        weight, has = self.prep["weight"], self.prep["has"]
-        stored = False
-        for t in np.nonzero(has[k])[0].tolist():
-            w = c64(weight[k, t])
-            now = acc[t]
-            new = {"MIN": tirx.min(now, w), "MAX": tirx.max(now, w)}.get(self.agg, now + w)
-            T.buffer_store(acc, new, [t])
-            if not self.always[t]:
-                T.buffer_store(seen, tirx.const(1, "int32"), [t])
-            stored = True
-        if not stored:
-            T.evaluate(0)  # an empty branch still needs a statement
-
-    def trees(self, row, acc, seen) -> None:
-        for root, is_leaf in zip(self.prep["roots"].tolist(), self.prep["root_leaf"]):
-            self.child(int(root), bool(is_leaf), row, acc, seen)
-
-    def final(self, acc, seen, t):
-        """The aggregated score of target ``t`` (0 where no tree gave it a weight)."""
-        v = acc[t]
-        if self.agg == "AVERAGE":
-            v = v / c64(max(len(self.prep["roots"]), 1))
-        return v if self.always[t] else tirx.Select(seen[t] != 0, v, c64(0))
-
-    def scored(self, seen, t):
-        """Whether some tree gave target ``t`` a weight in this row."""
-        return tirx.const(True, "bool") if self.always[t] else seen[t] != 0
-
-
 def _kernel(attrs, ins, outs, ctx, n_targets, epilogue):
     """Per row: walk every tree into ``acc``/``seen`` (float64 / int32 per target), then
     ``epilogue(walk, row, acc, seen, out_bufs)`` writes the outputs."""
     single = bool(attrs["single_precision"]) and ins[0].dtype != "float64"
     init = {"MIN": np.inf, "MAX": -np.inf}.get(attrs["aggregate_function"], 0.0)
+    prep = _prepared(attrs, n_targets)
+    size = len(prep["feat"]) + prep["weight"].shape[0]
 
     def body(in_bufs, out_bufs, row):
-        walk = _Walk(attrs, n_targets, in_bufs[0], single)
+        walk = (CodeWalk if size <= MAX_NODES else TableWalk)(attrs, n_targets, in_bufs[0],
+                                                               single)
         acc = T.alloc_buffer((n_targets,), F64, scope="local")
         seen = T.alloc_buffer((n_targets,), "int32", scope="local")
         with T.serial(0, n_targets) as t:
@@ -167,7 +100,7 @@ def _kernel(attrs, ins, outs, ctx, n_targets, epilogue):
             T.buffer_store(seen, tirx.const(0, "int32"), [t])
         walk.trees(row, acc, seen)
         epilogue(walk, row, acc, seen, out_bufs)
-    prep = _prepared(attrs, n_targets)  # a row's work: one compare per level of each tree
+    # a row's work: one compare per level of each tree
     return ml_rows.row_kernel(ins, outs, ctx, len(prep["roots"]) * _unified(prep)["depth"],
                               body)
 
