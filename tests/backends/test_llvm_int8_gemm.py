@@ -144,3 +144,34 @@ def test_conv_integer_with_weight_is_exact(rng, target, xs, ws, xdt, wdt, pads, 
     np.testing.assert_array_equal(got, _conv_ref(x, w, xz, wz, pads, strides, dil))
     if xdt == "uint8" and not per_channel:  # onnxruntime: scalar weight zero point only
         _check_onnxruntime(model, x, got)
+
+
+@pytest.mark.parametrize("target", _targets())
+def test_dynamic_quantize_lstm_packs_each_weight_once(rng, target):
+    """The unrolled com.microsoft LSTM multiplies every step by the same R: one param (one
+    packed copy) per direction and matrix, not one per step (ddddocr carried 38 copies of
+    its 1 MB R, each streamed from memory), and the result still matches onnxruntime."""
+    seq, n_in, hid = 5, 12, 16
+    inits = {"W": _ints(rng, "int8", (2, n_in, 4 * hid)),
+             "R": _ints(rng, "int8", (2, hid, 4 * hid)),
+             "B": rng.uniform(-0.1, 0.1, (2, 8 * hid)).astype("float32"),
+             "Ws": np.array([0.004, 0.003], "float32"), "Wz": np.zeros(2, "int8"),
+             "Rs": np.array([0.002, 0.005], "float32"), "Rz": np.zeros(2, "int8")}
+    node = helper.make_node("DynamicQuantizeLSTM", ["x", "W", "R", "B", "", "", "", "",
+                                                    "Ws", "Wz", "Rs", "Rz"], ["y"],
+                            domain="com.microsoft", hidden_size=hid, direction="bidirectional")
+    graph = helper.make_graph(
+        [node], "lstm", [helper.make_tensor_value_info("x", T.FLOAT, (seq, 1, n_in))],
+        [helper.make_tensor_value_info("y", T.FLOAT, [None] * 4)],
+        [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
+                                                    helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = 8
+    x = rng.standard_normal((seq, 1, n_in)).astype("float32")
+    g, params = nnvm.frontend.from_onnx(model, shape={"x": x.shape})
+    lib = nnvm.compiler.build(g, target=target, shape={"x": x.shape}, params=params)
+    assert len(lib._plan["packed"]) == 4, sorted(lib._plan["packed"])
+    ort = pytest.importorskip("onnxruntime")
+    want = ort.InferenceSession(model.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(np.asarray(lib.run(x=x)[0]), want, rtol=1e-5, atol=1e-5)
