@@ -4,8 +4,8 @@ where it does not (forced here with ``-mattr=-avx512vnni``). Both must give the 
 result over a shape grid: odd K (a partial 4-byte group) or channel counts, N narrower than
 a vector or not a multiple of the panel, row counts and output widths that leave a tail
 tile, strides, dilations and asymmetric padding, uint8 and int8 on either side, zero points
-per tensor, per row and per column. The oracle is the definition in int64 (NumPy), and
-onnxruntime where it implements the case.
+per tensor, per row and per column. The oracles are the definition in int64 (NumPy), the
+reference target, and onnxruntime where it implements the case.
 """
 
 from __future__ import annotations
@@ -52,7 +52,8 @@ def _model(op, a, b, az, bz, **attrs):
 
 
 def _run(model, a, target, vnni_layout):
-    """Build for ``target``, check the weight layout says which kernel ran, return y."""
+    """Build for ``target``, check the weight layout says which kernel ran and the result
+    equals the reference target's; return y."""
     g, params = nnvm.frontend.from_onnx(model, shape={"a": a.shape})
     lib = nnvm.compiler.build(g, target=target, shape={"a": a.shape}, params=params)
     assert lib.stats()["num_fallback_kernels"] == 0, lib.stats()["unsupported_ops"]
@@ -61,6 +62,8 @@ def _run(model, a, target, vnni_layout):
     assert (layouts == {vnni_layout}) == (target == "llvm"), layouts
     got = np.asarray(lib.run(a=a)[0])
     assert got.dtype == np.int32
+    ref = nnvm.compiler.build(g, target="reference", shape={"a": a.shape}, params=params)
+    np.testing.assert_array_equal(got, np.asarray(ref.run(a=a)[0]))
     return got
 
 
