@@ -449,3 +449,68 @@ def test_svm_regressor(rng, kernel, params):
                    support_vectors=rng.standard_normal(15).tolist(),
                    coefficients=rng.standard_normal(5).tolist(), rho=[0.3])
     check(model, rows(rng, 25, 3), rtol=1e-4, atol=1e-4)
+
+
+# -- preprocessing ------------------------------------------------------------------------------
+
+def test_binarizer(rng):
+    model = _model("Binarizer", TensorProto.FLOAT, [("Y", TensorProto.FLOAT, [None, 4])], 4,
+                   threshold=0.3)
+    check(model, rows(rng, 20, 4))
+
+
+@pytest.mark.parametrize("values", [[1.5], [1.0, -2.0, 3.0, 0.5]])
+def test_imputer_replaces_nan(rng, values):
+    model = _model("Imputer", TensorProto.FLOAT, [("Y", TensorProto.FLOAT, [None, 4])], 4,
+                   imputed_value_floats=values, replaced_value_float=float("nan"))
+    check(model, rows(rng, 30, 4, nan=0.3))
+
+
+def test_imputer_replaces_a_value(rng):
+    model = _model("Imputer", TensorProto.FLOAT, [("Y", TensorProto.FLOAT, [None, 3])], 3,
+                   imputed_value_floats=[7.0, 8.0, 9.0], replaced_value_float=1.0)
+    check(model, rows(rng, 30, 3, integers=True))
+
+
+def test_scaler_on_float64_input(rng):
+    """float32 scalers become broadcast ops in the frontend; other dtypes keep the op."""
+    model = _model("Scaler", TensorProto.DOUBLE, [("Y", TensorProto.FLOAT, [None, 3])], 3,
+                   offset=[0.5, -1.0, 2.0], scale=[2.0, 0.25, -1.0])
+    check(model, rows(rng, 10, 3, dtype=np.float64))
+
+
+def test_one_hot_encoder_int_categories():
+    node = helper.make_node("OneHotEncoder", ["X"], ["Y"], domain=ML, cats_int64s=[3, 1, 7],
+                            zeros=1)
+    graph = helper.make_graph([node], "ml",
+                              [helper.make_tensor_value_info("X", TensorProto.INT64, [None, 2])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT,
+                                                             [None, 2, 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid(ML, 3)])
+    model.ir_version = 8
+    check(model, np.array([[3, 1], [7, 5], [1, 1]], np.int64))
+
+
+def test_feature_vectorizer_cuts_and_pads(rng):
+    node = helper.make_node("FeatureVectorizer", ["X", "Z"], ["Y"], domain=ML,
+                            inputdimensions=[2, 4])
+    graph = helper.make_graph([node], "ml",
+                              [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, 3]),
+                               helper.make_tensor_value_info("Z", TensorProto.FLOAT, [None, 2])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [None, 6])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid(ML, 3)])
+    model.ir_version = 8
+    x, z = rows(rng, 5, 3), rows(rng, 5, 2)
+    shapes = {"X": x.shape, "Z": z.shape}
+    got = []
+    for target in ("llvm", "reference"):
+        g, params = nnvm.frontend.from_onnx(model, shape=shapes)
+        lib = nnvm.compiler.build(g, target=target, shape=shapes, params=params)
+        if target == "llvm":
+            assert lib.stats()["num_fallback_kernels"] == 0, lib.stats()["unsupported_ops"]
+        got.append(np.asarray(lib.run(X=x, Z=z)[0]))
+    np.testing.assert_array_equal(got[0], got[1])
+    want = np.concatenate([x[:, :2], z, np.zeros((5, 2), np.float32)], axis=1)
+    np.testing.assert_array_equal(got[0], want)

@@ -26,7 +26,8 @@ from nnvm.op import OpPattern
 from ..runtime.executor import PLAN_FORMAT, PLAN_VERSION, LLVMModule, graph_fingerprint, \
     load_library
 from ..tuning.records import best_records, cpu_model, knobs_key, log_paths, workload_key
-from . import cache, fastmath, gemm, lowering, ml_linear, ml_trees, recurrent, tconv, upsample
+from . import cache, fastmath, gemm, lowering, ml_linear, ml_prep, ml_trees, recurrent, tconv, \
+    upsample
 from .groups import Group, group_inputs, group_outputs, partition
 from .schedules import ScheduleInfo, schedule
 from .target import num_threads, tvm_target, vector_lanes
@@ -35,6 +36,7 @@ upsample.install()
 recurrent.install()
 ml_trees.install()
 ml_linear.install()
+ml_prep.install()
 _THREADPOOL_C = os.path.join(os.path.dirname(__file__), "threadpool.c")
 
 
