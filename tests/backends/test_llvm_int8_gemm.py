@@ -129,13 +129,16 @@ CONVS = [  # x shape, w shape, x dtype, w dtype, pads, strides, dilations, per-c
     ((2, 5, 11, 7), (7, 5, 3, 2), "uint8", "int8", (0, 1, 2, 0), (1, 1), (2, 1), True),
     ((1, 24, 9, 12), (50, 24, 1, 1), "uint8", "uint8", (0, 0, 0, 0), (1, 1), (1, 1), False),
     ((1, 6, 13, 37), (9, 6, 5, 3), "uint8", "int8", (2, 0, 1, 3), (1, 3), (1, 2), False),
+    ((1, 64, 8, 20), (256, 64, 3, 3), "uint8", "uint8", (1, 1, 1, 1), (1, 1), (1, 1), False),
+    ((1, 3, 5, 72), (10, 3, 3, 3), "uint8", "int8", (1, 1, 1, 1), (1, 1), (1, 1), False),
 ]
 
 
 @pytest.mark.parametrize("target", _targets())
 @pytest.mark.parametrize("xs,ws,xdt,wdt,pads,strides,dil,per_channel", CONVS,
                          ids=["ddddocr-3x3", "1-channel-stride-h", "int8-x-stride2",
-                              "perchannel-dilated", "1x1-tail-oc", "odd-everything"])
+                              "perchannel-dilated", "1x1-tail-oc", "odd-everything",
+                              "ymm-tail-masked", "ymm-tail-after-chunks"])
 def test_conv_integer_with_weight_is_exact(rng, target, xs, ws, xdt, wdt, pads, strides, dil,
                                            per_channel):
     x, w = _ints(rng, xdt, xs), _ints(rng, wdt, ws)

@@ -11,8 +11,9 @@ of a row read 64 contiguous bytes for every tap, stride or not, and no im2col bu
 (``K x pixels`` bytes) is written. Weights are packed at load (``conv2d_vnni``:
 ``(OC, C4 + 1, KH, KW, 4)``, uint8 stored as ``w - 128``, the extra group holding each
 filter's sum) and broadcast, 4 bytes per output
-channel and tap. The register tile is ``mr`` output channels x ``nv`` vectors of 16 pixels
-of one output row; rows are the parallel axis.
+channel and tap. The register tile is ``mr`` output channels x up to 4 vectors of 16
+pixels of one output row, a row's remainder of up to 8 pixels in one 8-lane (ymm) vector
+(ddddocr's 20-wide rows filled 20 of 32 lanes, now 20 of 24); rows are the parallel axis.
 
 The zero points and the shifts come out at the end (see ``int8_gemm``):
 ``y = P' - (tx + zx) * colsum(w') + (s - zw) * (rowsum(x') - K (tx + zx))`` where
@@ -49,16 +50,18 @@ class _Conv:
         self.dh, self.dw = attrs["dilations"]
         self.hp = max(self.h + self.pt + pads[2], (self.oh - 1) * self.sh +
                       (self.kh - 1) * self.dh + 1)
-        self.vecs = _ceil(self.ow, LANES)
+        # the row in zmm vectors of 16 pixels, a remainder of up to 8 in one ymm vector
+        full, rem = divmod(self.ow, LANES)
+        self.widths = [LANES] * full + ([8 if rem <= 8 else LANES] if rem else [])
         # each phase row: every vector of every tap stays inside it
-        self.wq_len = self.vecs * LANES + (self.kw - 1) * self.dw // self.sw
+        self.wq_len = sum(self.widths) + (self.kw - 1) * self.dw // self.sw
         self.x, self.wq, self.xzp, self.wzp, self.y = x, wq, xzp, wzp, y
         self.tx = 128 if str(x.dtype) == "int8" else 0
         self.s = 128 if str(wq.dtype) == "uint8" else 0
         self.k = self.c * self.kh * self.kw
         self.taps = (self.c4 + 1) * self.kh * self.kw  # per filter, with its sum group
         self.wq32 = flat(wq, self.oc * self.taps, "int32")
-        self.nv = min(self.vecs, 4)
+        self.nv = min(len(self.widths), 4)
         fits = [m for m in (8, 6, 4) if m * self.nv <= MAX_ACC]
         # output channels per tile: a divisor if one fits, else the widest with a tail tile
         self.mr = next((m for m in fits if self.oc % m == 0), min(fits[0], self.oc))
@@ -116,93 +119,89 @@ class _Conv:
                     T.buffer_store(xq, word(lambda j, q=q: byte_of(j, q), 4), [dst + q])
         return xq
 
-    def x_vec(self, xq32, bi, oh, v, ci, r, t):
-        """The 16 output pixels ``v`` of row ``oh`` x channel group ``ci``, tap (r, t)."""
+    def x_vec(self, xq32, bi, oh, col, width, ci, r, t):
+        """``width`` output pixels from ``col`` of row ``oh`` x channel group ``ci``, tap
+        (r, t)."""
         ph = (t * self.dw) % self.sw
         ih = oh * self.sh + r * self.dh
         base = (((bi * self.sw + ph) * self.c4 + ci) * self.hp + ih) * self.wq_len
-        return xq32[ramp(base + v * LANES + (t * self.dw) // self.sw)]
+        return xq32[ramp(base + col + (t * self.dw) // self.sw, width)]
 
     def body(self):
         xq32 = self.pack_input()
         zsum = tirx.const(self.tx, "int32") + self.zx()
         work = self.b * self.oh * self.ow * self.oc * self.k
         loop = T.parallel if work >= PARALLEL_MIN_WORK and self.b * self.oh > 1 else T.serial
-        chunks, tail = divmod(self.vecs, self.nv)
+        nv, widths = self.nv, self.widths
         with loop(0, self.b * self.oh) as row:
             bi, oh = row // self.oh, row % self.oh
-            for v0, nv in [(None, self.nv)] * (chunks > 0) + [(chunks * self.nv, tail)] * (
-                    tail > 0):
-                if v0 is None:
-                    with T.serial(0, chunks) as ch:
-                        self.chunk(xq32, zsum, bi, oh, ch * self.nv, nv)
-                else:
-                    self.chunk(xq32, zsum, bi, oh, v0, nv)
+            loops = (len(widths) - 1) // nv  # chunks of nv whole vectors, then the rest
+            if loops:
+                with T.serial(0, loops) as ch:
+                    self.chunk(xq32, zsum, bi, oh, ch * nv * LANES, widths[:nv], False)
+            self.chunk(xq32, zsum, bi, oh, loops * nv * LANES, widths[loops * nv:], True)
 
-    def chunk(self, xq32, zsum, bi, oh, v0, nv):
-        """``nv`` pixel vectors from ``v0`` of one output row, every output channel."""
-        rs = T.alloc_buffer((nv * LANES,), "int32", scope="local")
-        ones = bcast(tirx.const(0x01010101, "int32"))
-        zero = bcast(tirx.const(0, "int32"))
-        for v in range(nv):
-            T.buffer_store(rs, zero, [ramp(v * LANES)])
+    def chunk(self, xq32, zsum, bi, oh, col0, widths, last):
+        """Pixel vectors of ``widths`` from column ``col0`` of one output row (``last``: the
+        row's last, whose final vector may reach past the row), every output channel."""
+        offs = [sum(widths[:v]) for v in range(len(widths))]
+        rs = T.alloc_buffer((sum(widths),), "int32", scope="local")
+        for o, w in zip(offs, widths):
+            T.buffer_store(rs, bcast(tirx.const(0, "int32"), w), [ramp(o, w)])
         with T.serial(0, self.c4) as ci:
             with T.serial(0, self.kh) as r:
                 for t in range(self.kw):
-                    for v in range(nv):
-                        T.buffer_store(rs, vnni_dot(rs[ramp(v * LANES)], self.x_vec(
-                            xq32, bi, oh, v0 + v, ci, r, t), ones), [ramp(v * LANES)])
-        for v in range(nv):  # rowsum(x') - K (tx + zx)
-            T.buffer_store(rs, rs[ramp(v * LANES)] - bcast(tirx.const(self.k, "int32") * zsum),
-                           [ramp(v * LANES)])
+                    for o, w in zip(offs, widths):
+                        x = self.x_vec(xq32, bi, oh, col0 + o, w, ci, r, t)
+                        ones = bcast(tirx.const(0x01010101, "int32"), w)
+                        T.buffer_store(rs, vnni_dot(rs[ramp(o, w)], x, ones, w), [ramp(o, w)])
+        for o, w in zip(offs, widths):  # rowsum(x') - K (tx + zx)
+            T.buffer_store(rs, rs[ramp(o, w)] - bcast(tirx.const(self.k, "int32") * zsum, w),
+                           [ramp(o, w)])
         mr = self.mr
         tiles, rest = divmod(self.oc, mr)
+        args = (xq32, zsum, rs, bi, oh, col0, widths, offs, last)
         with T.serial(0, tiles) as to:
-            self.tile(xq32, zsum, rs, bi, oh, v0, nv, to * mr, mr)
+            self.tile(*args, to * mr, mr)
         if rest:
-            self.tile(xq32, zsum, rs, bi, oh, v0, nv, tiles * mr, rest)
+            self.tile(*args, tiles * mr, rest)
 
-    def tile(self, xq32, zsum, rs, bi, oh, v0, nv, o0, mr):
-        kh, kw, c4 = self.kh, self.kw, self.c4
-        acc = T.alloc_buffer((mr * nv * LANES,), "int32", scope="local")
-        zero = bcast(tirx.const(0, "int32"))
-        for i in range(mr * nv):
-            T.buffer_store(acc, zero, [ramp(i * LANES)])
-        with T.serial(0, c4) as ci:
+    def tile(self, xq32, zsum, rs, bi, oh, col0, widths, offs, last, o0, mr):
+        kh, kw = self.kh, self.kw
+        n = sum(widths)
+        acc = T.alloc_buffer((mr * n,), "int32", scope="local")
+        for i in range(mr):
+            for o, w in zip(offs, widths):
+                T.buffer_store(acc, bcast(tirx.const(0, "int32"), w), [ramp(i * n + o, w)])
+        with T.serial(0, self.c4) as ci:
             with T.serial(0, kh) as r:
                 for t in range(kw):
-                    xs = [self.x_vec(xq32, bi, oh, v0 + v, ci, r, t) for v in range(nv)]
+                    xs = [self.x_vec(xq32, bi, oh, col0 + o, w, ci, r, t)
+                          for o, w in zip(offs, widths)]
                     for i in range(mr):
-                        wv = bcast(self.wq32[(o0 + i) * self.taps + (ci * kh + r) * kw + t])
-                        for v in range(nv):
-                            idx = ramp((i * nv + v) * LANES)
-                            T.buffer_store(acc, vnni_dot(acc[idx], xs[v], wv), [idx])
+                        wv = self.wq32[(o0 + i) * self.taps + (ci * kh + r) * kw + t]
+                        for x, o, w in zip(xs, offs, widths):
+                            idx = ramp(i * n + o, w)
+                            T.buffer_store(acc, vnni_dot(acc[idx], x, bcast(wv, w), w), [idx])
         plane = self.oh * self.ow
         yf = flat(self.y, self.b * self.oc * plane)
         for i in range(mr):
-            o = o0 + i
+            oc = o0 + i
             # the filter's sum: its extra channel group, at tap (0, 0)
-            corr = bcast(zsum * self.wq32[o * self.taps + self.c4 * self.kh * self.kw])
-            scale = bcast(tirx.const(self.s, "int32") - self.zw(o))
-            for v in range(nv):
-                val = acc[ramp((i * nv + v) * LANES)] - corr + scale * rs[ramp(v * LANES)]
-                col = (v0 + v) * LANES
-                base = (bi * self.oc + o) * plane + oh * self.ow
-                self.store(yf, val, base, col)
-
-    def store(self, yf, val, base, col):
-        """One vector of outputs at ``col`` of a row; the lanes past the row dropped."""
-        if self.ow % LANES == 0:
-            T.buffer_store(yf, val, [ramp(base + col)])
-            return
-        with T.If(col + LANES <= self.ow):
-            with T.Then():
-                T.buffer_store(yf, val, [ramp(base + col)])
-            with T.Else():
-                tmp = T.alloc_buffer((LANES,), "int32", scope="local")
-                T.buffer_store(tmp, val, [ramp(0)])
-                with T.serial(0, self.ow % LANES) as j:
-                    T.buffer_store(yf, tmp[j], [base + col + j])
+            corr = zsum * self.wq32[oc * self.taps + self.c4 * self.kh * self.kw]
+            scale = tirx.const(self.s, "int32") - self.zw(oc)
+            base = (bi * self.oc + oc) * plane + oh * self.ow + col0
+            for v, (o, w) in enumerate(zip(offs, widths)):
+                val = acc[ramp(i * n + o, w)] - bcast(corr, w) + bcast(scale, w) * \
+                    rs[ramp(o, w)]
+                valid = self.ow % LANES if last and v == len(widths) - 1 else 0
+                if not valid or valid == w:
+                    T.buffer_store(yf, val, [ramp(base + o, w)])
+                    continue
+                tmp = T.alloc_buffer((w,), "int32", scope="local")  # the lanes in the row
+                T.buffer_store(tmp, val, [ramp(0, w)])
+                with T.serial(0, valid) as j:
+                    T.buffer_store(yf, tmp[j], [base + o + j])
 
 
 def conv_integer_vnni(x, wq, xzp, wzp, out_shape, attrs: dict, name: str):

@@ -53,11 +53,13 @@ def panel_width(n: int) -> int:
     return LANES * min(4, -(-n // LANES))
 
 
-def vnni_dot(acc, a, b):
-    """``acc + sum of 4 u8 x s8 byte products`` per int32 lane (int32x16 operands; LLVM's
-    intrinsic takes the bytes as ``<64 x i8>``)."""
-    return T.call_llvm_pure_intrin("int32x16", VNNI, acc, T.reinterpret("int8x64", a),
-                                   T.reinterpret("int8x64", b))
+def vnni_dot(acc, a, b, lanes: int = LANES):
+    """``acc + sum of 4 u8 x s8 byte products`` per int32 lane (int32 x ``lanes`` operands,
+    16: zmm, 8: ymm; LLVM's intrinsic takes the bytes as ``<4 lanes x i8>``)."""
+    name = VNNI if lanes == LANES else f"llvm.x86.avx512.vpdpbusd.{32 * lanes}"
+    return T.call_llvm_pure_intrin(f"int32x{lanes}", name, acc,
+                                   T.reinterpret(f"int8x{4 * lanes}", a),
+                                   T.reinterpret(f"int8x{4 * lanes}", b))
 
 
 def ramp(base, n: int = LANES):
