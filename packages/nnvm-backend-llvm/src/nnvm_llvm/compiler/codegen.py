@@ -8,6 +8,7 @@ apache-tvm-ffi alone.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -392,18 +393,20 @@ def tuned_records(tgt, target, config) -> dict[str, dict]:
     return best_records(paths, str(tgt), cpu_model(), threads)
 
 
-def kernel_lowerings(graph, params, lanes: int) -> list[_GroupLowering]:
+def kernel_lowerings(graph, params, lanes: int, tgt=None) -> list[_GroupLowering]:
     """One lowering per distinct compiled kernel of an optimised graph, in graph order
-    (what ``nnvm tune`` measures: the same groups and signatures ``build_module`` makes)."""
+    (what ``nnvm tune`` measures: the same groups and signatures ``build_module`` makes,
+    given its TVM target ``tgt``: the weight packing depends on the CPU's features)."""
     params = {k: np.asarray(v) for k, v in params.items()}
     seen, out = set(), []
-    for g in partition(graph):
-        if not g.lowered:
-            continue
-        gl = _GroupLowering(graph, g, params, lanes)
-        if gl.signature not in seen:
-            seen.add(gl.signature)
-            out.append(gl)
+    with tgt if tgt is not None else contextlib.nullcontext():
+        for g in partition(graph):
+            if not g.lowered:
+                continue
+            gl = _GroupLowering(graph, g, params, lanes)
+            if gl.signature not in seen:
+                seen.add(gl.signature)
+                out.append(gl)
     return out
 
 

@@ -141,7 +141,7 @@ def tune(model, target: str = "llvm", *, trials: int = 16, log: str | None = Non
         if rec.get("target") == str(tgt) and rec.get("cpu") == cpu:
             seen.setdefault(rec["workload"], {})[records.knobs_key(rec["knobs"])] = rec
     rng = random.Random(seed)
-    for gl in progress.track(kernel_lowerings(graph, params, lanes), "tuning kernels",
+    for gl in progress.track(kernel_lowerings(graph, params, lanes, tgt), "tuning kernels",
                              unit="kernels"):
         wl = records.workload_key(gl.signature)
         res = KernelResult(gl.pretty, gl.kind, wl)
