@@ -30,8 +30,22 @@ def _bits(n: int) -> int:
     return max(int(n).bit_length(), 1)
 
 
+def _tree_depths(u) -> np.ndarray:
+    """Interior levels of each tree (0 for a tree that is one leaf)."""
+    n, depths = u["n"], []
+    for start in u["start"].tolist():
+        level, depth = np.asarray([start]) if start < n else np.zeros(0, np.int64), 0
+        while level.size:
+            depth += 1
+            nxt = np.concatenate([u["tid"][level], u["fid"][level]])
+            level = np.unique(nxt[nxt < n])
+        depths.append(depth)
+    return np.asarray(depths, np.int64)
+
+
 class TableWalk(Walk):
-    """Each tree as ``depth`` table steps from its start node, then its leaf's weights."""
+    """Each tree as table steps from its start node (as many as the deepest tree of its
+    group of ``LANES``), then its leaf's weights."""
 
     def __init__(self, attrs, n_targets: int, x_buf, single: bool):
         super().__init__(attrs, n_targets, x_buf, single)
@@ -50,6 +64,13 @@ class TableWalk(Walk):
             "flags": (mode + 8 * miss.astype(np.int64), 4),
             "split": ml_const.float_bits(split, self.cmp)})
         self.starts = ml_const.Table({"start": (u["start"], _bits(total))})
+        depth = _tree_depths(u)
+        lanes = min(LANES, len(depth))
+        self.lanes = lanes
+        groups = -(-len(depth) // lanes)  # each group walks its deepest tree's levels
+        pad = np.concatenate([depth, np.zeros(groups * lanes - len(depth), np.int64)])
+        group_depth = pad.reshape(groups, lanes).max(axis=1)
+        self.groups = ml_const.Table({"depth": (group_depth, _bits(group_depth.max()))})
         weight, has = self.prep["weight"], self.prep["has"]
         self.leaves = ml_const.Table({
             "weight": ml_const.float_bits(np.where(has, weight, 0.0).reshape(-1), F64),
@@ -58,17 +79,16 @@ class TableWalk(Walk):
     def trees(self, row, acc, seen) -> None:
         """Trees in groups of ``LANES`` walked step by step together: each walk is a chain
         of dependent loads, and independent chains side by side hide their latency."""
-        for table in (self.nodes, self.starts, self.leaves):
+        for table in (self.nodes, self.starts, self.leaves, self.groups):
             table.declare()
-        n_trees = len(self.u["start"])
-        lanes = min(LANES, n_trees)
+        n_trees, lanes = len(self.u["start"]), self.lanes
         node = T.alloc_buffer((lanes,), "int32", scope="local")
         with T.serial(0, -(-n_trees // lanes)) as group:
             def tree(g):
                 return tirx.min(group * lanes + g, n_trees - 1)
             with T.unroll(0, lanes) as g:
                 T.buffer_store(node, self.starts.field(tree(g), "start").astype("int32"), [g])
-            with T.serial(0, self.u["depth"]):
+            with T.serial(0, self.groups.field(group, "depth").astype("int32")):
                 with T.unroll(0, lanes) as g:
                     self.step(row, node, g)
             with T.unroll(0, lanes) as g:
