@@ -36,7 +36,21 @@ def _host_has_vnni() -> bool:
     from nnvm_llvm.compiler.int8_gemm import has_vnni
 
     with tvm.target.Target({"kind": "llvm", "mcpu": tvm.target.codegen.llvm_get_system_cpu()}):
-        return has_vnni(16)
+        return has_vnni()
+
+
+@pytest.mark.parametrize("cpu,vnni", [("cascadelake", True), ("icelake-server", True),
+                                      ("znver4", True), ("skylake-avx512", False),
+                                      ("znver3", False), ("alderlake", False)])
+def test_vnni_kernels_follow_the_target_cpu_not_this_machine(cpu, vnni):
+    """The choice reads the target being built (no code runs here): AVX512-VNNI CPUs get
+    the VNNI kernels, AVX-512 without VNNI and AVX2 ones the int32 templates, and a build
+    with no current target (a tool lowering outside ``build``) the int32 ones too."""
+    from nnvm_llvm.compiler.int8_gemm import has_vnni
+
+    assert not has_vnni()
+    with tvm.target.Target({"kind": "llvm", "mcpu": cpu}):
+        assert has_vnni() == vnni
 
 
 def _model(op, a, b, az, bz, **attrs):

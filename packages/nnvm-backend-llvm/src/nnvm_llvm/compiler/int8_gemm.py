@@ -34,16 +34,18 @@ VNNI = "llvm.x86.avx512.vpdpbusd.512"
 LANES = 16
 
 
-def has_vnni(lanes: int) -> bool:
-    """Whether the target being built (TVM's current target) has AVX512-VNNI and 512-bit
-    vectors; without a current target, no (the int32 template is always correct)."""
+def has_vnni() -> bool:
+    """Whether the target being built (TVM's current target) has AVX512-VNNI, with AVX512-VL
+    for the 8-lane form; without a current target, no (the int32 templates are always
+    correct). The kernels' vectors are 512-bit whatever the target's preferred width."""
     import tvm
 
     tgt = tvm.target.Target.current(allow_none=True)
-    if tgt is None or lanes != LANES or str(tgt.kind.name) != "llvm":
+    if tgt is None or str(tgt.kind.name) != "llvm":
         return False
     try:
-        return bool(tvm.target.codegen.target_has_features("avx512vnni", tgt))
+        return all(bool(tvm.target.codegen.target_has_features(f, tgt))
+                   for f in ("avx512vnni", "avx512vl"))
     except Exception:  # noqa: BLE001 - not an x86 target, or LLVM without the feature
         return False
 

@@ -89,7 +89,7 @@ def _mm_pack(attrs, shapes, ctx):
     a, b = shapes[0], shapes[1]
     if a is None or b is None or len(b) != 2 or len(a) < 2:
         return {}
-    if has_vnni(ctx.vector_lanes):
+    if has_vnni():
         return {1: ("matmul_vnni", panel_width(int(b[1])))}
     bn = gemm_block(int(b[1]), ctx.vector_lanes)
     return {1: ("matmul", bn)} if bn > 1 else {}
@@ -166,7 +166,7 @@ def _conv_int_pack(attrs, shapes, ctx):
     w = shapes[1]
     if w is None or len(w) != 4 or int(attrs.get("groups", 1)) != 1:
         return {}
-    if has_vnni(ctx.vector_lanes) and shapes[0] is not None and _out_width(attrs, shapes) >= 4:
+    if has_vnni() and shapes[0] is not None and _out_width(attrs, shapes) >= 4:
         # (a row narrower than 4 fills under a quarter of the 16 pixel lanes: the int32
         # template, which tiles a column image along its rows, does as well)
         return {1: ("conv2d_vnni", 4)}
