@@ -632,7 +632,16 @@ def _rfactor_lanes(sch, block, lanes: int):
 #: activation x activation matmuls a transposed operand (attention's K^T): inlined, every
 #: vector load of B along j would be a strided gather (ViT's QK^T ran at 5 GFLOP/s)
 KEEP = {"conv2d": ("pad_",), "depthwise": ("pad_",), "pool": ("pad_",),
-        "matmul": ("T_transpose",)}
+        "matmul": ("T_transpose",), "conv_nd": ("pad_", "wpack_")}
+
+
+def _conv_nd(name: str):
+    """``conv_nd_schedule``'s function ``name``, imported on first use (it builds on this
+    module's helpers)."""
+    def call(sch, *args):
+        from . import conv_nd_schedule
+        return getattr(conv_nd_schedule, name)(sch, *args)
+    return call
 
 
 #: the template of each kernel kind (``Lowering.kind``); other kinds are elementwise
@@ -645,6 +654,7 @@ TEMPLATES = {
     "tconv": lambda sch, func, info: schedule_window(sch, func, info, "anchor_tconv"),
     "reduce": schedule_rows,
     "softmax": schedule_rows,
+    "conv_nd": _conv_nd("schedule_conv_nd"),
 }
 
 
@@ -727,7 +737,7 @@ def _rows_space(sch, info: ScheduleInfo) -> dict:
 SPACES = {"dense": _dense_space, "matmul": _matmul_space, "conv2d": _conv2d_space,
           "depthwise": _window_space("anchor_depthwise"), "pool": _window_space("anchor_pool"),
           "tconv": _window_space("anchor_tconv"), "reduce": _rows_space,
-          "softmax": _rows_space}
+          "softmax": _rows_space, "conv_nd": _conv_nd("conv_nd_space")}
 
 
 def knob_space(func, info: ScheduleInfo) -> dict[str, list]:

@@ -1,0 +1,87 @@
+"""The ``conv_nd`` template: ``schedule_conv2d``'s register tile for ``conv_nd.blocked_conv``
+with any number of spatial axes.
+
+The tile is one vector of output channels times ``reg_n`` output columns (the last spatial
+axis), accumulated in registers over the whole reduction (an input-channel cache block,
+then every kernel tap); the other spatial axes, the batch and the channel blocks are one
+fused parallel loop. Each weight vector loaded is used ``reg_n`` times and each input
+element broadcast once per tile, as in TVM's ``conv2d_NCHWc`` and its 3-D variant.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from . import schedules as S
+
+
+def _anchor_loops(sch):
+    anchor = S._find(sch, "anchor_convnd")
+    if anchor is None:
+        return None, None
+    loops = sch.get_loops(anchor)
+    nred = sum(1 for iv in sch.get(anchor).iter_vars if int(iv.iter_type) == 2)
+    return anchor, (loops[:len(loops) - nred], loops[len(loops) - nred:])
+
+
+def _conv_nd_tile(sch, spatial, reduce, info):
+    """``(bn, reg_n, rc_bn)`` of the kernel: the conv2d heuristic on its last spatial axis."""
+    oc, ow, ic = S._extent(sch, spatial[1]), S._extent(sch, spatial[-1]), S._extent(sch, reduce[0])
+    bn = _wpack_block(sch)
+    _, reg_n, rc_bn = S._conv_tile(oc, ow, ic, dataclasses.replace(info, conv_block=bn))
+    return bn, reg_n, rc_bn
+
+
+def _wpack_block(sch) -> int:
+    """The channel block ``blocked_conv`` packed the weight with (its last axis)."""
+    wpack = S._find(sch, "wpack_")
+    return S._extent(sch, sch.get_loops(wpack)[-1])
+
+
+def schedule_conv_nd(sch, func, info) -> bool:
+    anchor, axes = _anchor_loops(sch)
+    if anchor is None or S._find(sch, "wpack_") is None:
+        return False
+    spatial, reduce = axes
+    b, c, *rows, j = spatial
+    rc, *taps = reduce
+    bn, reg_n, rc_bn = _conv_nd_tile(sch, spatial, reduce, info)
+    work = S._extent(sch, b) * S._extent(sch, c)
+    for lp in (*rows, j, *reduce):
+        work *= S._extent(sch, lp)
+    co, ci = sch.split(c, [None, bn])
+    jo, ji = sch.split(j, [None, reg_n])
+    rco, rci = sch.split(rc, [None, rc_bn])
+    sch.reorder(b, *rows, co, rco, jo, rci, *taps, ji, ci)
+    wb = sch.cache_write(anchor, 0, "local")
+    # channel lane innermost in the register tile, or its vector stores become scatters
+    S._try(sch.transform_layout, anchor, ("write", 0),
+           lambda vb, vc, *vo: (vb, vc // bn) + tuple(vo) + (vc % bn,))
+    sch.reverse_compute_at(wb, co)
+    S._epilogue_into(sch, func, wb)
+    outer = sch.fuse(b, *rows, co)
+    if info.knobs.get("parallel", work >= S.PARALLEL_MIN_WORK):
+        S._try(sch.parallel, outer)  # before decompose_reduction: after it, TVM refuses
+    if info.knobs.get("unroll", True):
+        S._try(sch.unroll, ji)
+    S._try(sch.vectorize, ci)
+    init = sch.decompose_reduction(anchor, rco)
+    init_loops = sch.get_loops(init)
+    if init_loops:
+        S._try(sch.vectorize, init_loops[-1])
+    for prefix in ("pad_", "wpack_"):
+        blk = S._find(sch, prefix)
+        if blk is not None:
+            S._parallel_rows(sch, blk)
+    return True
+
+
+def conv_nd_space(sch, info) -> dict:
+    """The knobs of ``schedule_conv_nd`` (``nnvm tune``); the block is the packed one."""
+    _anchor, (spatial, reduce) = _anchor_loops(sch)
+    ow, ic = S._extent(sch, spatial[-1]), S._extent(sch, reduce[0])
+    _bn, reg_n, rc_bn = _conv_nd_tile(sch, spatial, reduce, info)
+    return {"reg_n": S._choices(reg_n, *S._divisors(ow, (4, 6, 7, 8, 12, 14, 16, 28)),
+                                *((8, 16) if ow >= 16 else ())),
+            "rc_bn": S._choices(rc_bn, *S._divisors(ic, (4, 8, 16, 32, 64, ic))),
+            "unroll": [True, False]}

@@ -1,0 +1,71 @@
+"""Grouped and N-d convolutions on llvm against the reference target and onnxruntime.
+
+Why: 3-D convs (the ``conv`` op, lowered by ``conv_nd.blocked_conv`` and scheduled by the
+``conv_nd`` template) and grouped 1-D/2-D convs (``conv2d`` with packed per-group channel
+blocks, or the plain reduction when no block divides a group) each have their own path;
+this grid crosses groups 2/3/4/8, odd channel counts per group, strides, dilations,
+asymmetric padding, bias and batch 2 over all three spatial ranks, so a tile, a padded
+channel block or a group boundary that is off by one shows up as a wrong number.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx")
+pytest.importorskip("tvm")
+
+import nnvm  # noqa: E402
+from test_llvm_conv_shapes import _model  # noqa: E402  (one-Conv ONNX model builder)
+
+# id: (input shape, weight shape, strides, pads, dilations, group)
+CASES = {
+    # grouped 1-D (imported as conv2d over a height-1 image)
+    "1d_g2_cpg1": ((2, 2, 17), (4, 1, 3), (1,), (1, 1), (1,), 2),
+    "1d_g3_cpg5_stride2_dil2": ((2, 15, 23), (9, 5, 3), (2,), (2, 1), (2,), 3),
+    "1d_g4_cpg8_wav2vec_posconv": ((1, 32, 19), (32, 8, 16), (1,), (8, 8), (1,), 4),
+    "1d_g8_cpg7": ((2, 56, 13), (40, 7, 5), (1,), (0, 3), (1,), 8),
+    # grouped 2-D: blocked (8/16/64 channels per group) and plain (odd channels per group)
+    "2d_g2_cpg3": ((2, 6, 9, 8), (10, 3, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 2),
+    "2d_g3_cpg5_stride2": ((2, 15, 11, 10), (21, 5, 3, 3), (2, 2), (1, 0, 2, 1), (1, 1), 3),
+    "2d_g4_cpg16_dil2": ((2, 64, 12, 12), (64, 16, 3, 3), (1, 1), (2, 2, 2, 2), (2, 2), 4),
+    "2d_g8_cpg8_regnet": ((2, 64, 14, 14), (64, 8, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 8),
+    "2d_g2_cpg64": ((1, 128, 7, 7), (128, 64, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 2),
+    "2d_g4_cpg1_out3": ((2, 4, 8, 7), (12, 1, 2, 3), (1, 2), (0, 1, 1, 0), (2, 1), 4),
+    # 3-D (the conv op): plain, odd channels, padding, stride, dilation, groups
+    "3d_c3d_like": ((1, 3, 6, 14, 14), (16, 3, 3, 3, 3), (1, 1, 1), (1,) * 6, (1, 1, 1), 1),
+    "3d_odd_oc_asym_pad": ((2, 3, 5, 6, 7), (5, 3, 2, 3, 2), (2, 1, 2), (1, 0, 1, 0, 1, 2),
+                           (1, 2, 1), 1),
+    "3d_oc17_prime": ((1, 4, 4, 5, 9), (17, 4, 1, 3, 3), (1, 1, 1), (0, 1, 1, 0, 1, 1),
+                      (1, 1, 1), 1),
+    "3d_video_strided": ((1, 16, 4, 10, 10), (32, 16, 3, 3, 3), (1, 2, 2), (1,) * 6,
+                         (1, 1, 1), 1),
+    "3d_g2_cpg2": ((2, 4, 4, 5, 4), (6, 2, 3, 3, 3), (1, 1, 1), (0,) * 6, (1, 1, 1), 2),
+    "3d_g4_cpg8_dil2": ((1, 32, 6, 7, 8), (32, 8, 2, 2, 2), (1, 1, 1), (1,) * 6, (2, 2, 2), 4),
+    "3d_g3_cpg3_stride2": ((2, 9, 5, 5, 5), (12, 3, 2, 2, 2), (2, 2, 2), (1,) * 6,
+                           (1, 1, 1), 3),
+}
+
+
+def _run(model, xs, target, x):
+    graph, params = nnvm.frontend.from_onnx(model, shape={"x": xs})
+    lib = nnvm.compiler.build(graph, target=target, shape={"x": xs}, params=params)
+    return lib, lib.run(x=x)[0]
+
+
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_grouped_and_nd_conv_match_reference(case, bias):
+    xs, ws, strides, pads, dil, group = CASES[case]
+    model = _model(xs, ws, strides, pads, dil, group, bias)
+    x = np.random.default_rng(1).standard_normal(xs).astype("float32")
+    _, want = _run(model, xs, "reference", x)
+    lib, got = _run(model, xs, "llvm", x)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    assert lib.stats().get("num_fallback_kernels", 0) == 0
+    ort = pytest.importorskip("onnxruntime")
+    oracle = ort.InferenceSession(model.SerializeToString(),
+                                  providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, oracle, rtol=1e-4, atol=1e-4)
