@@ -10,9 +10,10 @@ loop has no bounds tests. Both stages stay materialised (``schedules.KEEP``). Th
 stage runs per call (the runtime packers are 2-D only); it reads the weight once, which is
 under 1% of a 3-D conv's work.
 
-Groups: a channel block never straddles two groups (``bn`` divides the channels per
-group); without groups an odd channel count is zero-padded up to the block, as
-``lowering.conv_block`` does for ``conv2d``, and the padded channels are never written.
+Groups: a channel block never straddles two groups. A channel count per group that no
+block divides (3 classes, 257 STFT bins, 3 channels per group) is zero-padded up to whole
+blocks per group, as ``lowering.conv_block`` does for ``conv2d``: the kernel computes the
+padded channels into its scratch output and the ``_unpad`` stage never copies them out.
 """
 
 from __future__ import annotations
@@ -25,13 +26,14 @@ from .lowering import conv_block
 BLOCKED_DTYPES = ("float32",)
 
 
-def channel_block(oc: int, groups: int, lanes: int) -> int:
-    """Output channels per vector block: the conv2d rule's choice without groups (padded
-    when nothing divides), else the widest block dividing the channels per group."""
-    if groups == 1:
-        return conv_block(oc, lanes)
-    cog = oc // groups
-    return next((b for b in (lanes, lanes // 2, 4, 2) if cog % b == 0), 1)
+def channel_block(cog: int, lanes: int) -> int:
+    """Output channels per vector block for ``cog`` channels per group:
+    ``lowering.conv_block``'s choice (a divisor, else a zero-padded vector), except that
+    3, 5, 6 or 7 channels also get one padded vector instead of scalar or 2-lane blocks."""
+    bn = conv_block(cog, lanes)
+    if bn < 4 and cog > 2:
+        bn = 4 if cog <= 4 else lanes // 2
+    return bn
 
 
 def _pads_after(sizes, out, kk, strides, dilations, pads_begin):
@@ -50,8 +52,8 @@ def blocked_conv(x, w, bias, strides, pads_begin, dilations, groups, out_shape, 
     cog = oc // groups
     kk = [int(d) for d in w.shape[2:]]
     sizes = [int(d) for d in x.shape[2:]]
-    bn = channel_block(oc, groups, lanes)
-    ocp = -(-oc // bn) * bn
+    bn = channel_block(cog, lanes)
+    cogp = -(-cog // bn) * bn  # channels per group, padded to whole blocks
     after = _pads_after(sizes, out, kk, strides, dilations, pads_begin)
     xp = x
     if any(pads_begin) or any(after):
@@ -59,24 +61,26 @@ def blocked_conv(x, w, bias, strides, pads_begin, dilations, groups, out_shape, 
 
     def packed(ob, ci, *rest):
         taps, v = rest[:-1], rest[-1]
-        c = ob * bn + v
-        if ocp == oc:
-            return w[(c, ci) + taps]
-        return te.if_then_else(c < oc, w[(te.min(c, oc - 1), ci) + taps],
+        g, j = (ob * bn + v) // cogp, (ob * bn + v) % cogp
+        if cogp == cog:
+            return w[(g * cog + j, ci) + taps]
+        return te.if_then_else(j < cog, w[(g * cog + te.min(j, cog - 1), ci) + taps],
                                te.const(0, w.dtype))
-    wp = te.compute((ocp // bn, cg) + tuple(kk) + (bn,), packed, name="wpack_" + name)
+    wp = te.compute((groups * cogp // bn, cg) + tuple(kk) + (bn,), packed,
+                    name="wpack_" + name)
     rc = te.reduce_axis((0, cg), "rc")
     rk = [te.reduce_axis((0, k), f"rk{i}") for i, k in enumerate(kk)]
 
     def body(b, c, *o):
-        ci = rc if groups == 1 else (c // cog) * cg + rc
+        ci = rc if groups == 1 else (c // cogp) * cg + rc
         coords = tuple(o[i] * strides[i] + rk[i] * dilations[i] for i in range(nsp))
         return te.sum(xp[(b, ci) + coords] * wp[(c // bn, rc) + tuple(rk) + (c % bn,)],
                       axis=[rc] + rk)
-    y = te.compute((n, ocp) + tuple(out), body, name="anchor_convnd")
-    if ocp != oc:
+    y = te.compute((n, groups * cogp) + tuple(out), body, name="anchor_convnd")
+    if cogp != cog:
         full = y
-        y = te.compute(tuple(out_shape), lambda *i: full[i], name=name + "_unpad")
+        y = te.compute(tuple(out_shape), lambda b, c, *o: full[(b, c // cog * cogp + c % cog)
+                                                               + o], name=name + "_unpad")
     if bias is not None:
         return te.compute(tuple(out_shape), lambda b, c, *o: y[(b, c) + o] + bias[c],
                           name=name + "_bias")
