@@ -12,17 +12,11 @@ import pytest
 
 import nnvm
 import nnvm.symbol as sym
-from nnvm.backend import get_backend
+from llvm_probe import skip_without_llvm
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
-REASON = None
-try:
-    REASON = get_backend("llvm", require_available=False).compiler_available()
-except Exception as exc:  # noqa: BLE001
-    REASON = f"llvm backend not installed ({exc})"
-if REASON is not None:
-    pytest.skip(REASON, allow_module_level=True)
+skip_without_llvm()
 
 
 def _concat_bn_relu(shapes, axis, threads, rng):

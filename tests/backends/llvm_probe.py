@@ -1,0 +1,19 @@
+"""Shared by llvm test modules: skip the whole module, with the reason, where the llvm
+backend or its C compiler is missing (the tiered-tests rule: a backend test runs where its
+device is usable and says why not otherwise)."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def skip_without_llvm() -> None:
+    """Call at module level: skips the module unless llvm can compile here."""
+    from nnvm.backend import get_backend
+
+    try:
+        reason = get_backend("llvm", require_available=False).compiler_available()
+    except Exception as exc:  # noqa: BLE001 - not installed, or broken: skip with why
+        reason = f"llvm backend not installed ({exc})"
+    if reason is not None:
+        pytest.skip(reason, allow_module_level=True)
