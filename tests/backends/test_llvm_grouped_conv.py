@@ -69,3 +69,46 @@ def test_grouped_and_nd_conv_match_reference(case, bias):
     oracle = ort.InferenceSession(model.SerializeToString(),
                                   providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     np.testing.assert_allclose(got, oracle, rtol=1e-4, atol=1e-4)
+
+
+# id: (input shape, weight shape, strides, pads (begin + end), dilations, group)
+TEMPLATE_CASES = {
+    "2d_g8_cpg6": ((2, 48, 9, 10), (48, 6, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 8),
+    "2d_g3_cpg3_stride2": ((1, 9, 11, 9), (9, 3, 3, 3), (2, 2), (1, 0, 1, 2), (1, 1), 3),
+    "2d_g2_cpg5_dil2": ((1, 10, 12, 13), (14, 5, 3, 2), (1, 1), (2, 1, 2, 1), (2, 2), 2),
+    "3d_g4_cpg7": ((1, 28, 3, 5, 6), (12, 7, 2, 3, 3), (1, 1, 2), (0, 1, 1, 1, 1, 0),
+                   (1, 1, 1), 4),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TEMPLATE_CASES))
+def test_blocked_kernel_under_conv_nd_template(case):
+    """``conv_nd.blocked_conv`` register-tiled by the ``conv_nd`` template, compiled
+    directly: the path of grouped ``conv2d`` with odd channels per group once its group gets
+    the ``conv_nd`` kind, and of every fp32 ``conv``. The template must apply (no silent
+    fallback to the plain loop nest) and match the reference kernel."""
+    import tvm
+    import tvm.runtime
+    from tvm import te
+
+    from nnvm.ops.nn_nd import _conv_ref
+    from nnvm_llvm.compiler import conv_nd, schedules
+
+    xs, ws, strides, pads, dil, group = TEMPLATE_CASES[case]
+    nsp = len(xs) - 2
+    attrs = {"strides": strides, "pads": pads, "dilations": dil, "groups": group}
+    rng = np.random.default_rng(3)
+    xv, wv = rng.standard_normal(xs).astype("float32"), rng.standard_normal(ws).astype("float32")
+    bv = rng.standard_normal(ws[0]).astype("float32")
+    want = _conv_ref(attrs, xv, wv, bv)
+    x, w = te.placeholder(xs, name="x"), te.placeholder(ws, name="w")
+    b = te.placeholder((ws[0],), name="b")
+    y = conv_nd.blocked_conv(x, w, b, strides, pads[:nsp], dil, group, want.shape, "float32",
+                             "conv", 16)
+    info = schedules.ScheduleInfo("conv_nd", 16)
+    func = schedules.schedule(te.create_prim_func([x, w, b, y]), info)
+    assert info.applied
+    lib = tvm.compile(tvm.IRModule({"main": func}), target="llvm")
+    args = [tvm.runtime.tensor(a) for a in (xv, wv, bv, np.zeros(want.shape, "float32"))]
+    lib["main"](*args)
+    np.testing.assert_allclose(args[-1].numpy(), want, rtol=1e-4, atol=1e-4)

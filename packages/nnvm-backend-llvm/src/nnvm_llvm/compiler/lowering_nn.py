@@ -79,20 +79,27 @@ def _conv(attrs, ins, outs, ctx):
     args = (ins[2] if len(ins) > 2 else None, _spatial(attrs, "strides", nsp, 1), pads[:nsp],
             _spatial(attrs, "dilations", nsp, 1), int(attrs["groups"]), out_shape, dtype,
             ctx.name)
-    if str(x.dtype) in conv_nd.BLOCKED_DTYPES and str(w.dtype) == str(x.dtype) == dtype:
+    return _conv_any(x, w, args, ctx)
+
+
+def _conv_any(x, w, args, ctx):
+    if str(x.dtype) in conv_nd.BLOCKED_DTYPES and str(w.dtype) == str(x.dtype) == args[-2]:
         return conv_nd.blocked_conv(x, w, *args, ctx.vector_lanes)
     return _conv_nd(x, w, *args)
 
 
 def grouped_conv2d(attrs, ins, outs, ctx):
-    """``conv2d`` with 1 < groups < channels (the 2-D rule covers 1 and depthwise)."""
+    """``conv2d`` with 1 < groups < channels whose channels per group no packed block
+    divides (the 2-D rule covers the rest): the blocked N-d kernel, each group's channels
+    zero-padded to whole vectors. Its register tile is the ``conv_nd`` template's, so the
+    kernel is fast only where ``lowering.kind_of`` gives such a group that kind (6
+    channels per group at 56x56: 0.31 ms under ``conv_nd``, 15-19 ms under ``reduce``)."""
     x, w = ins[0], ins[1]
     out_shape, dtype = outs[0]
     p = tuple(attrs["padding"])
-    pt, pl = (p[0], p[1])
-    return _conv_nd(x, w, ins[2] if len(ins) > 2 else None, tuple(attrs["strides"]),
-                    (pt, pl), tuple(attrs["dilation"]), int(attrs["groups"]), out_shape, dtype,
-                    ctx.name)
+    args = (ins[2] if len(ins) > 2 else None, tuple(attrs["strides"]), (p[0], p[1]),
+            tuple(attrs["dilation"]), int(attrs["groups"]), out_shape, dtype, ctx.name)
+    return _conv_any(x, w, args, ctx)
 
 
 def _tconv_pads(attrs, x, w):
