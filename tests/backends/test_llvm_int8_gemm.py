@@ -1,6 +1,8 @@
-"""``matmul_integer`` and 2-D ``conv_integer`` with a weight param on llvm: the AVX512-VNNI
-kernels (``int8_gemm``, ``int8_conv``) where the target has the feature, the int32 templates
-where it does not (forced here with ``-mattr=-avx512vnni``). Both must give the exact int32
+"""``matmul_integer`` and 2-D ``conv_integer`` with a weight param on llvm: the int8 kernels
+(``int8_gemm``, ``int8_conv``) with AVX512-VNNI, or AVX2's exact emulation of it (forced
+here with ``-mattr=-avx512vnni``), and the int32 templates without AVX2 (``-mattr=-avx2``).
+All must give the exact int32
+Both must give the exact int32
 result over a shape grid: odd K (a partial 4-byte group) or channel counts, N narrower than
 a vector or not a multiple of the panel, row counts and output widths that leave a tail
 tile, strides, dilations and asymmetric padding, uint8 and int8 on either side, zero points
@@ -22,35 +24,42 @@ onnx = pytest.importorskip("onnx")
 from onnx import TensorProto as T, helper, numpy_helper  # noqa: E402
 
 ONNX_TYPES = {np.dtype("uint8"): T.UINT8, np.dtype("int8"): T.INT8}
-NO_VNNI = "llvm -mattr=-avx512vnni"
+#: the three kernels: VNNI (this CPU's own target), AVX2's exact vpmaddwd emulation
+#: (AVX-512 without VNNI takes it too), the int32 templates (no AVX2)
+AVX2 = "llvm -mattr=-avx512vnni"
+INT32 = "llvm -mattr=-avx2"
+LANES_OF = {"llvm": 16, AVX2: 8, INT32: 0}
+
+
+def _host_lanes(spec: dict) -> int:
+    """The int8 kernels' lanes for this CPU's target with ``spec`` added."""
+    from nnvm_llvm.compiler.int8_gemm import int8_lanes
+
+    native = tvm.target.codegen.llvm_get_system_cpu()
+    with tvm.target.Target({"kind": "llvm", "mcpu": native, **spec}):
+        return int8_lanes()
 
 
 def _targets():
-    vnni = pytest.param("llvm", marks=pytest.mark.skipif(
-        not _host_has_vnni(), reason="this CPU has no AVX512-VNNI (the int32 path runs instead)"))
-    return [vnni, NO_VNNI]
+    return [pytest.param("llvm", marks=pytest.mark.skipif(
+                _host_lanes({}) != 16, reason="this CPU has no AVX512-VNNI")),
+            pytest.param(AVX2, marks=pytest.mark.skipif(
+                _host_lanes({"mattr": ["-avx512vnni"]}) != 8, reason="this CPU has no AVX2")),
+            INT32]
 
 
-def _host_has_vnni() -> bool:
-    """Whether this CPU (``-mcpu=native``) gets the VNNI kernel."""
-    from nnvm_llvm.compiler.int8_gemm import has_vnni
-
-    with tvm.target.Target({"kind": "llvm", "mcpu": tvm.target.codegen.llvm_get_system_cpu()}):
-        return has_vnni()
-
-
-@pytest.mark.parametrize("cpu,vnni", [("cascadelake", True), ("icelake-server", True),
-                                      ("znver4", True), ("skylake-avx512", False),
-                                      ("znver3", False), ("alderlake", False)])
-def test_vnni_kernels_follow_the_target_cpu_not_this_machine(cpu, vnni):
+@pytest.mark.parametrize("cpu,lanes", [("cascadelake", 16), ("icelake-server", 16),
+                                       ("znver4", 16), ("skylake-avx512", 8), ("znver3", 8),
+                                       ("alderlake", 8), ("x86-64", 0)])
+def test_int8_kernels_follow_the_target_cpu_not_this_machine(cpu, lanes):
     """The choice reads the target being built (no code runs here): AVX512-VNNI CPUs get
-    the VNNI kernels, AVX-512 without VNNI and AVX2 ones the int32 templates, and a build
-    with no current target (a tool lowering outside ``build``) the int32 ones too."""
-    from nnvm_llvm.compiler.int8_gemm import has_vnni
+    the VNNI kernels, AVX2 ones (AVX-512 without VNNI too) the 8-lane emulation, others the
+    int32 templates, as does a lowering with no current target."""
+    from nnvm_llvm.compiler.int8_gemm import int8_lanes
 
-    assert not has_vnni()
+    assert int8_lanes() == 0
     with tvm.target.Target({"kind": "llvm", "mcpu": cpu}):
-        assert has_vnni() == vnni
+        assert int8_lanes() == lanes
 
 
 def _model(op, a, b, az, bz, **attrs):
@@ -65,15 +74,16 @@ def _model(op, a, b, az, bz, **attrs):
     return model
 
 
-def _run(model, a, target, vnni_layout):
+def _run(model, a, target, int8_layouts):
     """Build for ``target``, check the weight layout says which kernel ran and the result
     equals the reference target's; return y."""
     g, params = nnvm.frontend.from_onnx(model, shape={"a": a.shape})
     lib = nnvm.compiler.build(g, target=target, shape={"a": a.shape}, params=params)
     assert lib.stats()["num_fallback_kernels"] == 0, lib.stats()["unsupported_ops"]
     layouts = {p["layout"] for p in lib._plan["packed"].values()}
-    # without VNNI: the int32 templates' layouts, or none for a narrow N
-    assert (layouts == {vnni_layout}) == (target == "llvm"), layouts
+    # the int8 kernels' layout (by lanes), else the int32 templates' or none (a narrow N)
+    assert layouts == ({int8_layouts[LANES_OF[target]]} if LANES_OF[target] else
+                       layouts - set(int8_layouts.values())), layouts
     got = np.asarray(lib.run(a=a)[0])
     assert got.dtype == np.int32
     ref = nnvm.compiler.build(g, target="reference", shape={"a": a.shape}, params=params)
@@ -112,7 +122,7 @@ def test_matmul_integer_with_weight_is_exact(rng, target, sa, n, adt, bdt, row_z
     az = _ints(rng, adt, (sa[0],)) if row_zp else np.array(_ints(rng, adt, ()), adt)
     bz = _ints(rng, bdt, (n,)) if col_zp else np.array(_ints(rng, bdt, ()), bdt)
     model = _model("MatMulInteger", a, b, az, bz)
-    got = _run(model, a, target, "matmul_vnni")
+    got = _run(model, a, target, {16: "matmul_vnni", 8: "matmul_vnni8"})
     a64 = a.astype(np.int64) - (az.astype(np.int64)[:, None] if row_zp else az.astype(np.int64))
     np.testing.assert_array_equal(got, a64 @ (b.astype(np.int64) - bz.astype(np.int64)))
     if adt == "uint8" and not row_zp:  # onnxruntime's kernel: uint8 A, scalar A zero point
@@ -160,7 +170,7 @@ def test_conv_integer_with_weight_is_exact(rng, target, xs, ws, xdt, wdt, pads, 
     wz = _ints(rng, wdt, (ws[0],)) if per_channel else np.array(_ints(rng, wdt, ()), wdt)
     model = _model("ConvInteger", x, w, xz, wz, pads=list(pads), strides=list(strides),
                    dilations=list(dil))
-    got = _run(model, x, target, "conv2d_vnni")
+    got = _run(model, x, target, {16: "conv2d_vnni", 8: "conv2d_vnni"})
     np.testing.assert_array_equal(got, _conv_ref(x, w, xz, wz, pads, strides, dil))
     if xdt == "uint8" and not per_channel:  # onnxruntime: scalar weight zero point only
         _check_onnxruntime(model, x, got)

@@ -1,4 +1,5 @@
-"""2-D ``conv_integer`` as a direct AVX512-VNNI convolution written in TIR.
+"""2-D ``conv_integer`` as a direct AVX512-VNNI convolution written in TIR (8 lanes wide with
+AVX2's exact emulation of ``vpdpbusd``, see ``int8_gemm.vnni_dot``).
 
 Why: the integer conv was the float ``conv2d`` template on operands widened to int32 (16
 multiply-adds per instruction); ``vpdpbusd`` does 64. ddddocr's 21 ConvInteger layers took
@@ -40,7 +41,8 @@ def _ceil(n: int, m: int) -> int:
 class _Conv:
     """Emits one NCHW conv_integer (groups 1): see the module docstring."""
 
-    def __init__(self, x, wq, xzp, wzp, y, attrs):
+    def __init__(self, x, wq, xzp, wzp, y, attrs, lanes: int):
+        self.L, self.emulate = lanes, lanes != LANES
         self.b, self.c, self.h, self.w = (int(d) for d in x.shape)
         _, self.oc, self.oh, self.ow = (int(d) for d in y.shape)
         self.c4, self.kh, self.kw = int(wq.shape[1]) - 1, int(wq.shape[2]), int(wq.shape[3])
@@ -51,8 +53,9 @@ class _Conv:
         self.hp = max(self.h + self.pt + pads[2], (self.oh - 1) * self.sh +
                       (self.kh - 1) * self.dh + 1)
         # the row in zmm vectors of 16 pixels, a remainder of up to 8 in one ymm vector
-        full, rem = divmod(self.ow, LANES)
-        self.widths = [LANES] * full + ([8 if rem <= 8 else LANES] if rem else [])
+        full, rem = divmod(self.ow, lanes)
+        half = lanes // 2 if rem <= lanes // 2 and not self.emulate else lanes
+        self.widths = [lanes] * full + ([half] if rem else [])
         # each phase row: every vector of every tap stays inside it
         self.wq_len = sum(self.widths) + (self.kw - 1) * self.dw // self.sw
         self.x, self.wq, self.xzp, self.wzp, self.y = x, wq, xzp, wzp, y
@@ -138,8 +141,8 @@ class _Conv:
             loops = (len(widths) - 1) // nv  # chunks of nv whole vectors, then the rest
             if loops:
                 with T.serial(0, loops) as ch:
-                    self.chunk(xq32, zsum, bi, oh, ch * nv * LANES, widths[:nv], False)
-            self.chunk(xq32, zsum, bi, oh, loops * nv * LANES, widths[loops * nv:], True)
+                    self.chunk(xq32, zsum, bi, oh, ch * nv * self.L, widths[:nv], False)
+            self.chunk(xq32, zsum, bi, oh, loops * nv * self.L, widths[loops * nv:], True)
 
     def chunk(self, xq32, zsum, bi, oh, col0, widths, last):
         """Pixel vectors of ``widths`` from column ``col0`` of one output row (``last``: the
@@ -154,7 +157,8 @@ class _Conv:
                     for o, w in zip(offs, widths):
                         x = self.x_vec(xq32, bi, oh, col0 + o, w, ci, r, t)
                         ones = bcast(tirx.const(0x01010101, "int32"), w)
-                        T.buffer_store(rs, vnni_dot(rs[ramp(o, w)], x, ones, w), [ramp(o, w)])
+                        T.buffer_store(rs, vnni_dot(rs[ramp(o, w)], x, ones, w, self.emulate),
+                                       [ramp(o, w)])
         for o, w in zip(offs, widths):  # rowsum(x') - K (tx + zx)
             T.buffer_store(rs, rs[ramp(o, w)] - bcast(tirx.const(self.k, "int32") * zsum, w),
                            [ramp(o, w)])
@@ -182,7 +186,8 @@ class _Conv:
                         wv = self.wq32[(o0 + i) * self.taps + (ci * kh + r) * kw + t]
                         for x, o, w in zip(xs, offs, widths):
                             idx = ramp(i * n + o, w)
-                            T.buffer_store(acc, vnni_dot(acc[idx], x, bcast(wv, w), w), [idx])
+                            T.buffer_store(acc, vnni_dot(acc[idx], x, bcast(wv, w), w,
+                                                         self.emulate), [idx])
         plane = self.oh * self.ow
         yf = flat(self.y, self.b * self.oc * plane)
         for i in range(mr):
@@ -194,7 +199,7 @@ class _Conv:
             for v, (o, w) in enumerate(zip(offs, widths)):
                 val = acc[ramp(i * n + o, w)] - bcast(corr, w) + bcast(scale, w) * \
                     rs[ramp(o, w)]
-                valid = self.ow % LANES if last and v == len(widths) - 1 else 0
+                valid = self.ow % self.L if last and v == len(widths) - 1 else 0
                 if not valid or valid == w:
                     T.buffer_store(yf, val, [ramp(base + o, w)])
                     continue
@@ -204,7 +209,8 @@ class _Conv:
                     T.buffer_store(yf, tmp[j], [base + o + j])
 
 
-def conv_integer_vnni(x, wq, xzp, wzp, out_shape, attrs: dict, name: str):
-    """The int32 TE tensor of one 2-D ``conv_integer`` (weight packed ``conv2d_vnni``)."""
-    body = tir_body(name, lambda i, o: _Conv(*i, o[0], attrs).body())
+def conv_integer_vnni(x, wq, xzp, wzp, out_shape, attrs: dict, lanes: int, name: str):
+    """The int32 TE tensor of one 2-D ``conv_integer`` (weight packed ``conv2d_vnni``),
+    ``lanes``-wide vectors (``int8_gemm.int8_lanes``)."""
+    body = tir_body(name, lambda i, o: _Conv(*i, o[0], attrs, lanes).body())
     return te.extern(tuple(out_shape), [x, wq, xzp, wzp], body, name=name, dtype="int32")

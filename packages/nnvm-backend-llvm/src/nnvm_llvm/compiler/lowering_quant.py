@@ -23,7 +23,7 @@ from __future__ import annotations
 from tvm import te, topi
 
 from .int8_conv import conv_integer_vnni
-from .int8_gemm import has_vnni, matmul_integer_vnni, panel_width
+from .int8_gemm import int8_lanes, matmul_integer_vnni, panel_width
 from .int8_quantize import dynamic_quantize_linear
 from .lowering import _const, _conv2d, conv_block, register
 from .lowering_nn import _conv_nd, _spatial
@@ -83,14 +83,21 @@ def _prod(shape) -> int:
     return n
 
 
+#: the int8 GEMM's weight layout per vector lanes (the same panels; the name tells the
+#: kernel its width, so lowering a packed node needs no current target: ``nnvm tune``)
+VNNI_MATMUL = {16: "matmul_vnni", 8: "matmul_vnni8"}
+VNNI_LANES = {v: k for k, v in VNNI_MATMUL.items()}
+
+
 def _mm_pack(attrs, shapes, ctx):
     from .gemm import gemm_block  # gemm imports lowering, which imports this module
 
     a, b = shapes[0], shapes[1]
     if a is None or b is None or len(b) != 2 or len(a) < 2:
         return {}
-    if has_vnni():
-        return {1: ("matmul_vnni", panel_width(int(b[1])))}
+    lanes = int8_lanes()
+    if lanes:
+        return {1: (VNNI_MATMUL[lanes], panel_width(int(b[1]), lanes))}
     bn = gemm_block(int(b[1]), ctx.vector_lanes)
     return {1: ("matmul", bn)} if bn > 1 else {}
 
@@ -113,8 +120,10 @@ def _matmul_integer(attrs, ins, outs, ctx):
     k_dim = int(a.shape[-1])
     k = te.reduce_axis((0, k_dim), "k")
     n = int(out_shape[-1])
-    if ctx.packed.get(1, ("",))[0] == "matmul_vnni":
-        return matmul_integer_vnni(a, b, azp, bzp, out_shape, n, ctx.packed[1][1], ctx.name)
+    layout = ctx.packed.get(1, ("",))[0]
+    if layout in VNNI_LANES:
+        return matmul_integer_vnni(a, b, azp, bzp, out_shape, n, ctx.packed[1][1],
+                                   VNNI_LANES[layout], ctx.name)
     b_zp = _zero_point(bzp, n)
     if 1 in ctx.packed:
         bn = ctx.packed[1][1]
@@ -166,10 +175,11 @@ def _conv_int_pack(attrs, shapes, ctx):
     w = shapes[1]
     if w is None or len(w) != 4 or int(attrs.get("groups", 1)) != 1:
         return {}
-    if has_vnni() and shapes[0] is not None and _out_width(attrs, shapes) >= 4:
+    lanes = int8_lanes()
+    if lanes and shapes[0] is not None and _out_width(attrs, shapes) >= 4:
         # (a row narrower than 4 fills under a quarter of the 16 pixel lanes: the int32
         # template, which tiles a column image along its rows, does as well)
-        return {1: ("conv2d_vnni", 4)}
+        return {1: ("conv2d_vnni", lanes)}  # (the packer ignores the block: the lanes)
     bn = conv_block(int(w[0]), ctx.vector_lanes)
     return {1: ("conv2d", bn)} if bn > 1 else {}
 
@@ -192,7 +202,8 @@ def _conv_integer(attrs, ins, outs, ctx):
     x, w, xzp, wzp = ins
     (out_shape, _dtype), = outs
     if ctx.packed.get(1, ("",))[0] == "conv2d_vnni":
-        return conv_integer_vnni(x, w, xzp, wzp, out_shape, _vnni_attrs(attrs), ctx.name)
+        return conv_integer_vnni(x, w, xzp, wzp, out_shape, _vnni_attrs(attrs),
+                                 ctx.packed[1][1], ctx.name)
     oc = int(out_shape[1])
     x_zp = _wide(_scalar(xzp))
     xs = te.compute(x.shape, lambda *i: _wide(x[i]) - x_zp, name=ctx.name + "_xs")

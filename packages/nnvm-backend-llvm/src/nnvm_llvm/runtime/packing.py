@@ -17,6 +17,7 @@ Layouts:
     ``matmul_vnni``: int8 weight ``(K, N)`` -> ``(ceil(N / bn), ceil(K / 4) + 1, bn, 4)``:
         the 4-byte groups along K that one AVX512-VNNI ``vpdpbusd`` lane multiplies, ``bn``
         columns per panel (``int8_gemm``); the last group row holds each column's int32 sum.
+        ``matmul_vnni8`` is the same for the kernel's 8-lane (AVX2) form.
     ``conv2d_vnni``: int8 weight ``(OC, IC, KH, KW)`` -> ``(OC, ceil(IC / 4) + 1, KH, KW, 4)``:
         per filter tap, the 4-byte groups of input channels (``int8_conv``); the extra
         channel group holds the filter's int32 sum at tap (0, 0).
@@ -93,7 +94,8 @@ def pack_conv2d_vnni(weight: np.ndarray, bn: int) -> np.ndarray:
 
 
 PACKERS = {"dense": pack_dense, "matmul": pack_matmul, "conv2d": pack_conv2d,
-           "matmul_vnni": pack_matmul_vnni, "conv2d_vnni": pack_conv2d_vnni}
+           "matmul_vnni": pack_matmul_vnni, "matmul_vnni8": pack_matmul_vnni,
+           "conv2d_vnni": pack_conv2d_vnni}
 
 
 def pack(layout: str, weight: np.ndarray, block: int) -> np.ndarray:
@@ -113,7 +115,7 @@ def packed_shape(layout: str, shape: tuple, block: int) -> tuple:
     if layout == "matmul":
         k, n = shape
         return (-(-n // block), k, block)
-    if layout == "matmul_vnni":
+    if layout in ("matmul_vnni", "matmul_vnni8"):
         k, n = shape
         return (-(-n // block), -(-k // 4) + 1, block, 4)
     if layout == "conv2d_vnni":
