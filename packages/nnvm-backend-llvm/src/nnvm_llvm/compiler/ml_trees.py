@@ -39,6 +39,8 @@ from .ml_tree_walk import CodeWalk
 MAX_NODES = 6_000
 #: nodes plus leaves the table walk takes (a few bytes of constant data each)
 MAX_TABLE_NODES = 4_000_000
+
+
 def _trees_reason(attrs, shapes, n_targets) -> str | None:
     x = shapes[0] if shapes else None
     if x is None or len(x) not in (1, 2):
