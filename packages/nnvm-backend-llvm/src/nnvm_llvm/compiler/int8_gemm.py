@@ -20,7 +20,8 @@ with row and column sums (``(a - za)(w - zw) = a w - zw sum a - za sum w + K za 
 
 with ``P'`` the accumulated ``a' . w'``, ``ta``/``s`` the 128 shifts (0 for operands already
 of the right sign) and ``colsum(w')`` computed by the packer (the panel's last group row), so
-a GEMV reads each weight byte once and multiplies it once. Everything is exact int32 arithmetic, so the result equals onnxruntime's.
+a GEMV reads each weight byte once and multiplies it once. Everything is exact int32
+arithmetic, so the result equals onnxruntime's.
 """
 
 from __future__ import annotations

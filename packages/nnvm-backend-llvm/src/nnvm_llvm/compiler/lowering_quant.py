@@ -5,14 +5,20 @@ Why: onnxruntime's quantisation tool writes models (ddddocr's captcha OCR among 
 every conv and linear layer is ``DynamicQuantizeLinear -> ConvInteger / MatMulInteger``; on
 the NumPy reference kernels that model ran at 80x onnxruntime with 123 host steps.
 
-The integer products reuse the float templates' compute shapes, so no schedule knows about
-them: ``matmul_integer`` with a 2-D weight param is the packed ``anchor_dense`` GEMM (weight
-panels packed at load, layout ``matmul``), ``conv_integer`` in 2-D is ``lowering``'s conv2d
-rule (``anchor_conv2d`` with ``OIHW{bn}o`` weights, the padding kept as its ``pad_`` stage)
-on the zero-point-shifted operands. The operands are widened to int32 and shifted by their
-zero points inside the loop; products of two 8-bit values summed in int32 are exact, as
-onnxruntime's and the reference's. Padding is applied after the shift, so a padded element
-contributes 0: the input's zero point, as onnxruntime's im2col pads.
+With a weight param, on a target with AVX512-VNNI or AVX2 (``int8_gemm.int8_lanes``), the
+integer products are TIR kernels of their own: ``int8_gemm`` (matmul_integer) and
+``int8_conv`` (2-D conv_integer, groups 1, rows at least 4 wide), uint8 x int8 byte dot
+products (``vpdpbusd``, or its exact AVX2 emulation) with the zero points corrected by row
+and column sums, the weights packed at load (``matmul_vnni``/``matmul_vnni8``,
+``conv2d_vnni``). Everywhere else they reuse the float templates' compute shapes, so no
+schedule knows about them: ``matmul_integer`` with a 2-D weight param is the packed
+``anchor_dense`` GEMM (weight panels packed at load, layout ``matmul``), ``conv_integer`` in
+2-D is ``lowering``'s conv2d rule (``anchor_conv2d`` with ``OIHW{bn}o`` weights, the padding
+kept as its ``pad_`` stage) on the zero-point-shifted operands. The operands are widened to
+int32 and shifted by their zero points inside the loop; products of two 8-bit values summed
+in int32 are exact, as onnxruntime's and the reference's. Padding is applied after the
+shift, so a padded element contributes 0: the input's zero point, as onnxruntime's im2col
+pads.
 
 ``dynamic_quantize_linear`` is one kernel written in TIR (``int8_quantize``): vector
 min/max, then one quantising pass, onnxruntime's float32 scale and rounding bit for bit.
@@ -112,7 +118,7 @@ def _zero_point(zp, n: int):
 
 @register("matmul_integer", "dense", pack=_mm_pack, supports=_mm_supports)
 def _matmul_integer(attrs, ins, outs, ctx):
-    """A VNNI target with a weight param: ``int8_gemm``'s kernel. Other packed weights
+    """An int8-kernel target with a weight param: ``int8_gemm``'s kernel. Other packed weights
     (2-D param): ``anchor_dense`` over the panels. Otherwise a batched
     ``anchor_matmul`` (both operands activations, numpy batch broadcasting)."""
     a, b, azp, bzp = ins
@@ -196,7 +202,7 @@ def _conv2d_attrs(attrs, w_shape):
 
 @register("conv_integer", "conv2d", pack=_conv_int_pack, supports=_conv_int_supports)
 def _conv_integer(attrs, ins, outs, ctx):
-    """A VNNI target with a 2-D weight param (groups 1): ``int8_conv``'s kernel. Otherwise
+    """An int8-kernel target with a 2-D weight param (groups 1): ``int8_conv``'s kernel. Otherwise
     2-D: lowering's conv2d rule (packed weights, the ``conv2d`` template) on int32 operands
     shifted by their zero points; other ranks: the N-d rule."""
     x, w, xzp, wzp = ins
