@@ -79,8 +79,8 @@ def blocked_conv(x, w, bias, strides, pads_begin, dilations, groups, out_shape, 
     y = te.compute((n, groups * cogp) + tuple(out), body, name="anchor_convnd")
     if cogp != cog:
         full = y
-        y = te.compute(tuple(out_shape), lambda b, c, *o: full[(b, c // cog * cogp + c % cog)
-                                                               + o], name=name + "_unpad")
+        y = te.compute(tuple(out_shape), lambda b, c, *o: full[
+            (b, c if groups == 1 else c // cog * cogp + c % cog) + o], name=name + "_unpad")
     if bias is not None:
         return te.compute(tuple(out_shape), lambda b, c, *o: y[(b, c) + o] + bias[c],
                           name=name + "_bias")

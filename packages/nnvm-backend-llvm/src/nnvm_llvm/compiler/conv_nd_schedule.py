@@ -59,6 +59,7 @@ def schedule_conv_nd(sch, func, info) -> bool:
            lambda vb, vc, *vo: (vb, vc // bn) + tuple(vo) + (vc % bn,))
     sch.reverse_compute_at(wb, co)
     S._epilogue_into(sch, func, wb)
+    _unpad_at(sch, wb, co)
     outer = sch.fuse(b, *rows, co)
     if info.knobs.get("parallel", work >= S.PARALLEL_MIN_WORK):
         S._try(sch.parallel, outer)  # before decompose_reduction: after it, TVM refuses
@@ -74,6 +75,19 @@ def schedule_conv_nd(sch, func, info) -> bool:
         if blk is not None:
             S._parallel_rows(sch, blk)
     return True
+
+
+def _unpad_at(sch, wb, co) -> None:
+    """Channels padded per group (6 real of each 8) leave the output a separate pass
+    over a scratch copy, which ``_epilogue_into`` cannot fold into the tile's write-back:
+    under the channel block if TVM can place it there, else in parallel rows."""
+    outs = S._output_buffers(sch.mod["main"])
+    if S._writes_output(sch, wb, outs):
+        return
+    for c in sch.get_consumers(wb):
+        if S._writes_output(sch, c, outs) and not S._is_reduction(sch, c):
+            if S._try(sch.reverse_compute_at, c, co) is None:
+                S._parallel_rows(sch, c)
 
 
 def conv_nd_space(sch, info) -> dict:
