@@ -112,3 +112,30 @@ def test_blocked_kernel_under_conv_nd_template(case):
     args = [tvm.runtime.tensor(a) for a in (xv, wv, bv, np.zeros(want.shape, "float32"))]
     lib["main"](*args)
     np.testing.assert_allclose(args[-1].numpy(), want, rtol=1e-4, atol=1e-4)
+
+
+def test_conv_nd_knobs_first_choice_is_the_untuned_kernel():
+    """``nnvm tune`` over the ``conv_nd`` template: every knob lists distinct choices, the
+    heuristic's first (the same TIR as no knobs), and every other choice still applies."""
+    import tvm
+    from tvm import te
+
+    from nnvm_llvm.compiler import conv_nd, schedules
+
+    x = te.placeholder((1, 32, 4, 12, 14), name="x")
+    w = te.placeholder((48, 32, 3, 3, 3), name="w")
+    y = conv_nd.blocked_conv(x, w, None, (1, 1, 1), (1, 1, 1), (1, 1, 1), 1,
+                             (1, 48, 4, 12, 14), "float32", "conv", 16)
+    func = te.create_prim_func([x, w, y])
+    space = schedules.knob_space(func, schedules.ScheduleInfo("conv_nd", 16))
+    assert set(space) == {"reg_n", "rc_bn", "unroll"}
+    assert all(len(set(map(repr, v))) == len(v) for v in space.values()), space
+    plain = schedules.schedule(func, schedules.ScheduleInfo("conv_nd", 16))
+    first = schedules.schedule(func, schedules.ScheduleInfo(
+        "conv_nd", 16, knobs={k: v[0] for k, v in space.items()}))
+    tvm.ir.assert_structural_equal(plain, first)
+    for knob, choices in space.items():
+        for choice in choices[1:]:
+            info = schedules.ScheduleInfo("conv_nd", 16, knobs={knob: choice})
+            schedules.schedule(func, info)
+            assert info.applied, (knob, choice)
