@@ -83,7 +83,13 @@ static void* worker_main(void* arg) {
   for (;;) {
     int spins = 0;
     while (__atomic_load_n(&g_gen, __ATOMIC_ACQUIRE) == seen && !g_stop) {
-      if (++spins < NNVM_SPIN) { cpu_relax(); continue; }
+      if (++spins < NNVM_SPIN) {
+        /* a spinning worker gives its core away now and then: on a machine with more
+         * runnable threads than cores it would otherwise take time from the thread that
+         * will launch the next kernel (idle, sched_yield returns at once) */
+        if ((spins & 63) == 0) sched_yield(); else cpu_relax();
+        continue;
+      }
       pthread_mutex_lock(&g_mu);
       __atomic_add_fetch(&g_sleepers, 1, __ATOMIC_SEQ_CST);
       while (__atomic_load_n(&g_gen, __ATOMIC_SEQ_CST) == seen && !g_stop)
