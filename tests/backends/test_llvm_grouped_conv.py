@@ -139,3 +139,38 @@ def test_conv_nd_knobs_first_choice_is_the_untuned_kernel():
             info = schedules.ScheduleInfo("conv_nd", 16, knobs={knob: choice})
             schedules.schedule(func, info)
             assert info.applied, (knob, choice)
+
+
+def _as_dtype(model, np_dtype):
+    """``model`` with its initializers, input and output in ``np_dtype``."""
+    from onnx import helper, numpy_helper
+
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(np_dtype))
+    graph = model.graph
+    for i, init in enumerate(list(graph.initializer)):
+        graph.initializer[i].CopyFrom(numpy_helper.from_array(
+            numpy_helper.to_array(init).astype(np_dtype), init.name))
+    for vi in list(graph.input) + list(graph.output):
+        vi.type.tensor_type.elem_type = elem
+    return model
+
+
+@pytest.mark.parametrize("np_dtype", ["float16", "float64"])
+@pytest.mark.parametrize("case", ["1d_g3_cpg5_stride2_dil2", "3d_odd_oc_asym_pad",
+                                  "3d_g4_cpg8_dil2"])
+def test_half_and_double_conv_match_reference(case, np_dtype):
+    """fp16 1-D convs stay the N-d ``conv`` op (the importer's conv2d form is fp32-only)
+    and 3-D convs of every float type get the blocked kernel: fp16 accumulates in fp32 as
+    the reference kernel does, fp64 in fp64."""
+    xs, ws, strides, pads, dil, group = CASES[case]
+    model = _as_dtype(_model(xs, ws, strides, pads, dil, group, True), np_dtype)
+    x = np.random.default_rng(1).standard_normal(xs).astype(np_dtype)
+    graph, params = nnvm.frontend.from_onnx(model, shape={"x": xs}, dtype={"x": np_dtype})
+    assert "conv" in {n.op.name for n in graph.index.nodes if n.op is not None}
+    want = nnvm.compiler.build(graph, target="reference", shape={"x": xs},
+                               params=params).run(x=x)[0]
+    lib = nnvm.compiler.build(graph, target="llvm", shape={"x": xs}, params=params)
+    got = lib.run(x=x)[0]
+    assert got.dtype == np.dtype(np_dtype) and lib.stats().get("num_fallback_kernels", 0) == 0
+    tol = 2e-3 if np_dtype == "float16" else 1e-10
+    np.testing.assert_allclose(got.astype("float64"), want.astype("float64"), rtol=tol, atol=tol)

@@ -14,6 +14,11 @@ Groups: a channel block never straddles two groups. A channel count per group th
 block divides (3 classes, 257 STFT bins, 3 channels per group) is zero-padded up to whole
 blocks per group, as ``lowering.conv_block`` does for ``conv2d``: the kernel computes the
 padded channels into its scratch output and the ``_unpad`` stage never copies them out.
+
+Half precision (1-D convs of fp16 audio models reach this op: the importer's conv2d form is
+fp32-only) accumulates in float32 like the reference kernel: the ``pad_`` and ``wpack_``
+stages convert once, so the inner loop is plain fp32 FMAs (whisper's 80 -> 128 conv1d in
+fp16 ran 94 ms plainly). float64 stays float64.
 """
 
 from __future__ import annotations
@@ -22,8 +27,10 @@ from tvm import te, topi
 
 from .lowering import conv_block
 
-#: input dtypes the blocked kernel covers; others keep the plain reduction
-BLOCKED_DTYPES = ("float32",)
+#: accumulation dtype per input dtype the blocked kernel covers; others (integers) keep
+#: the plain reduction
+ACCUMULATE = {"float32": "float32", "float16": "float32", "bfloat16": "float32",
+              "float64": "float64"}
 
 
 def channel_block(cog: int, lanes: int) -> int:
@@ -55,17 +62,21 @@ def blocked_conv(x, w, bias, strides, pads_begin, dilations, groups, out_shape, 
     bn = channel_block(cog, lanes)
     cogp = -(-cog // bn) * bn  # channels per group, padded to whole blocks
     after = _pads_after(sizes, out, kk, strides, dilations, pads_begin)
+    acc = ACCUMULATE[str(x.dtype)]
     xp = x
+    if acc != str(x.dtype):
+        xp = te.compute(x.shape, lambda *i: x(*i).astype(acc),
+                        name=("cast_" if any(pads_begin) or any(after) else "pad_") + name)
     if any(pads_begin) or any(after):
-        xp = topi.nn.pad(x, [0, 0] + list(pads_begin), [0, 0] + after, name="pad_" + name)
+        xp = topi.nn.pad(xp, [0, 0] + list(pads_begin), [0, 0] + after, name="pad_" + name)
 
     def packed(ob, ci, *rest):
         taps, v = rest[:-1], rest[-1]
         g, j = (ob * bn + v) // cogp, (ob * bn + v) % cogp
         if cogp == cog:
-            return w[(g * cog + j, ci) + taps]
+            return w[(g * cog + j, ci) + taps].astype(acc)
         return te.if_then_else(j < cog, w[(g * cog + te.min(j, cog - 1), ci) + taps],
-                               te.const(0, w.dtype))
+                               te.const(0, w.dtype)).astype(acc)
     wp = te.compute((groups * cogp // bn, cg) + tuple(kk) + (bn,), packed,
                     name="wpack_" + name)
     rc = te.reduce_axis((0, cg), "rc")
@@ -82,6 +93,8 @@ def blocked_conv(x, w, bias, strides, pads_begin, dilations, groups, out_shape, 
         y = te.compute(tuple(out_shape), lambda b, c, *o: full[
             (b, c if groups == 1 else c // cog * cogp + c % cog) + o], name=name + "_unpad")
     if bias is not None:
-        return te.compute(tuple(out_shape), lambda b, c, *o: y[(b, c) + o] + bias[c],
-                          name=name + "_bias")
+        return te.compute(tuple(out_shape), lambda b, c, *o: (
+            y[(b, c) + o] + bias[c].astype(acc)).astype(dtype), name=name + "_bias")
+    if acc != dtype:
+        return te.compute(tuple(out_shape), lambda *i: y(*i).astype(dtype), name=name + "_cast")
     return y

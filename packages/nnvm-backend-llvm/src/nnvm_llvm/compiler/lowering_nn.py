@@ -70,7 +70,7 @@ def _conv_nd(x, w, bias, strides, pads_begin, dilations, groups, out_shape, dtyp
 
 @register("conv", "conv_nd")
 def _conv(attrs, ins, outs, ctx):
-    """fp32: the channel-blocked kernel of ``conv_nd`` (the ``conv_nd`` template); other
+    """Floats: the channel-blocked kernel of ``conv_nd`` (the ``conv_nd`` template); other
     dtypes: the plain reduction (the template finds no ``anchor_convnd`` and steps aside)."""
     x, w = ins[0], ins[1]
     out_shape, dtype = outs[0]
@@ -83,7 +83,7 @@ def _conv(attrs, ins, outs, ctx):
 
 
 def _conv_any(x, w, args, ctx):
-    if str(x.dtype) in conv_nd.BLOCKED_DTYPES and str(w.dtype) == str(x.dtype) == args[-2]:
+    if str(x.dtype) in conv_nd.ACCUMULATE and str(w.dtype) == str(x.dtype) == args[-2]:
         return conv_nd.blocked_conv(x, w, *args, ctx.vector_lanes)
     return _conv_nd(x, w, *args)
 
