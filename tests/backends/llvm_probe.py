@@ -17,3 +17,17 @@ def skip_without_llvm() -> None:
         reason = f"llvm backend not installed ({exc})"
     if reason is not None:
         pytest.skip(reason, allow_module_level=True)
+
+
+def run_weighted(y, x, params: dict, threads: int):
+    """``(lib, output)``: ``y`` built for llvm at opt level 3 with ``params`` bound (the
+    weights), run on input ``x`` with ``threads`` threads."""
+    import numpy as np
+
+    import nnvm
+
+    shape = {"x": x.shape, **{k: v.shape for k, v in params.items()}}
+    lib = nnvm.compiler.build(y, target="llvm", shape=shape, params=params, opt_level=3)
+    lib.set_num_threads(threads)
+    got = lib.run(x=x)
+    return lib, np.asarray(got[0] if isinstance(got, (list, tuple)) else got)

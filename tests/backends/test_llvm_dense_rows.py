@@ -8,9 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import nnvm
 import nnvm.symbol as sym
-from llvm_probe import skip_without_llvm
+from llvm_probe import run_weighted, skip_without_llvm
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -26,12 +25,7 @@ def test_uneven_rows_match_numpy(m, k, n, threads, rng):
     b = rng.standard_normal(n).astype("float32")
     y = sym.relu(sym.broadcast_add(sym.matmul(sym.Variable("x"), sym.Variable("w")),
                                    sym.Variable("b")))
-    lib = nnvm.compiler.build(y, target="llvm", shape={"x": x.shape, "w": w.shape,
-                                                       "b": b.shape},
-                              params={"w": w, "b": b}, opt_level=3)
-    lib.set_num_threads(threads)
-    got = lib.run(x=x)
-    got = np.asarray(got[0] if isinstance(got, (list, tuple)) else got)
+    _, got = run_weighted(y, x, {"w": w, "b": b}, threads)
     np.testing.assert_allclose(got, np.maximum(x @ w + b, 0), rtol=1e-4, atol=1e-4)
 
 

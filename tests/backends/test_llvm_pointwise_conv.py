@@ -8,9 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import nnvm
 import nnvm.symbol as sym
-from llvm_probe import skip_without_llvm
+from llvm_probe import run_weighted, skip_without_llvm
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -25,12 +24,7 @@ def _pointwise(n, ic, oc, h, w, threads, rng, stride=1, epilogue=True):
                    kernel_size=(1, 1), strides=(stride, stride))
     if epilogue:
         y = sym.clip(y, a_min=0.0, a_max=6.0)
-    lib = nnvm.compiler.build(y, target="llvm", shape={"x": x.shape, "w": wt.shape,
-                                                       "b": b.shape},
-                              params={"w": wt, "b": b}, opt_level=3)
-    lib.set_num_threads(threads)
-    got = lib.run(x=x)
-    got = np.asarray(got[0] if isinstance(got, (list, tuple)) else got)
+    lib, got = run_weighted(y, x, {"w": wt, "b": b}, threads)
     xs = x[:, :, ::stride, ::stride]
     want = np.einsum("oc,nchw->nohw", wt[:, :, 0, 0], xs) + b[None, :, None, None]
     if epilogue:
