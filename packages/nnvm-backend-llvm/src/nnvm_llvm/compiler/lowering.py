@@ -764,9 +764,11 @@ def _conv2d(attrs, ins, outs, ctx):
 
 
 def _lowering_kind_of_conv(attrs):
+    """Grouped (not depthwise) convs without packed weights are built by ``conv_nd`` (the
+    channel-blocked N-d kernel); packed ones are switched to ``conv2d`` by codegen."""
     if attrs.get("groups", 1) == 1:
         return "conv2d"
-    return "depthwise" if attrs.get("groups") == attrs.get("channels") else "reduce"
+    return "depthwise" if attrs.get("groups") == attrs.get("channels") else "conv_nd"
 
 
 # -- pooling ------------------------------------------------------------------------------
