@@ -119,7 +119,8 @@ def test_global_mean_partials_stay_within_one_vector():
     import re
 
     from nnvm_llvm.compiler.codegen import kernel_lowerings
-    from nnvm_llvm.compiler.schedules import MAX_PARTIAL_LANES, schedule
+    from nnvm_llvm.compiler.rows_schedule import MAX_PARTIAL_LANES
+    from nnvm_llvm.compiler.schedules import schedule
 
     y = sym.mean(sym.Variable("x"), axis=(2, 3))
     graph, params = nnvm.compiler.optimize(y, shape={"x": (1, 1024, 7, 7)})

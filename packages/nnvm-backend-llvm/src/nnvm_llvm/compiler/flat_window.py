@@ -1,5 +1,5 @@
 """Depthwise convolution over one channel's plane at a time, computed on the *flattened*
-padded plane (pooling keeps the row template of ``schedules.schedule_window``: measured on
+padded plane (pooling keeps the row template of ``window_schedule.schedule_window``: measured on
 the roofline grid, its stride-2 windows do too little work per input element to pay for
 the phase copy below).
 
@@ -23,7 +23,7 @@ Here, per (n, c) plane, inside the parallel loop:
    from wrapping), so a 7 x 7 plane is five 16-lane vectors instead of seven 7-lane ones;
 3. the output rows are read back out of the flat result, the epilogue fused into that copy.
 
-Shapes are static; the geometry is :class:`FlatPlane`. ``schedules.schedule_window`` hands
+Shapes are static; the geometry is :class:`FlatPlane`. ``window_schedule.schedule_window`` hands
 a window whose input is phase planes (:func:`is_flat`) to :func:`schedule_flat`.
 """
 

@@ -17,8 +17,10 @@ Every group goes through the same three steps:
    ``depthwise`` per (n, c) plane in parallel: the plane padded and split into its stride
                  phases in a cache-sized buffer, the window computed over it flattened, in
                  register tiles of whole vectors (``flat_window``);
-   ``pool``      vectors along the output row, parallel over (n, c, oh);
-   ``reduce``/``softmax``  parallel over the kept axes, the reductions computed per row;
+   ``pool``      vectors along the output row, parallel over (n, c, oh) (these two:
+                 ``window_schedule``);
+   ``reduce``/``softmax``  parallel over the kept axes, the reductions computed per row
+                 (``rows_schedule``);
    ``elemwise``/``injective``  one fused loop, split into vectors and parallel chunks;
 3. the epilogue (bias, activation, residual add...) is inlined into the master's
    write-back, so a fused kernel writes each output element once.
@@ -33,8 +35,6 @@ import dataclasses
 
 import tvm
 import tvm.s_tir as s_tir
-
-from .flat_window import flat_space, is_flat, schedule_flat
 
 #: work (multiply-adds or elements) under which a kernel stays on one thread: a parallel
 #: launch costs a few microseconds idle and far more on a loaded machine (a per-frame LSTM
@@ -512,188 +512,6 @@ def _parallel_rows(sch, block) -> None:
             _try(sch.parallel, outer)
 
 
-def schedule_window(sch, func, info: ScheduleInfo, prefix: str) -> bool:
-    """Depthwise conv and pooling: vectors along the output row."""
-    anchor = _find(sch, prefix)
-    if anchor is None:
-        return False
-    if is_flat(sch, anchor):
-        return schedule_flat(sch, anchor, info, _extent, PARALLEL_MIN_WORK)
-    loops = sch.get_loops(anchor)
-    b, c, i, j = loops[:4]
-    red = loops[4:]
-    ow = _extent(sch, j)
-    vw = info.knobs.get("vw") or _pick(ow, (info.lanes, 8, 14, 7, 4, 2))
-    jo, ji = sch.split(j, [None, vw])
-    sch.reorder(b, c, i, jo, *red, ji)
-    wb = sch.cache_write(anchor, 0, "local")
-    sch.reverse_compute_at(wb, jo)
-    _epilogue_into(sch, func, wb)
-    outer = sch.fuse(b, c, i)
-    if info.knobs.get("parallel", _extent(sch, outer) * ow >= PARALLEL_MIN_WORK // 8):
-        _try(sch.parallel, outer)  # before decompose_reduction: after it, TVM refuses
-    _try(sch.vectorize, ji)
-    init = sch.decompose_reduction(anchor, red[0])
-    for blk in (init, wb):
-        bl = sch.get_loops(blk)
-        if len(bl) > 2:
-            _try(sch.vectorize, bl[-1])
-    pad = _find(sch, "pad_")
-    if pad is not None:
-        _parallel_rows(sch, pad)
-    return True
-
-
-def schedule_rows(sch, func, info: ScheduleInfo) -> bool:
-    """Reductions and softmax: one task per group of rows, reductions computed per row."""
-    outs = _output_buffers(sch.mod['main'])
-    out_blocks = [b for b in _blocks(sch) if _writes_output(sch, b, outs)]
-    if len(out_blocks) != 1:
-        return False
-    out = out_blocks[0]
-    if _is_reduction(sch, out):
-        # the reduction writes the output itself (a global max/mean over a fused epilogue
-        # such as GELU): partial results in vector lanes, or the fused math runs scalar
-        rf = _rfactor_widest(sch, out, info.lanes)
-        spatial = [lp for lp, iv in zip(sch.get_loops(out), sch.get(out).iter_vars)
-                   if int(iv.iter_type) == 0]
-        if len(spatial) > 1:
-            spatial = [sch.fuse(*spatial)]
-        if spatial and _extent(sch, spatial[0]) > 1:
-            _try(sch.parallel, spatial[0])
-        if rf is not None and spatial:
-            _try(sch.compute_at, rf, spatial[0])
-            _vectorize_partials(sch, rf)
-        return True
-    loops = sch.get_loops(out)
-    if len(loops) < 2:
-        return False
-    keep = _kept_axes(sch, out)
-    # vector partial reductions first, so compute_at below places them in the row loop too
-    rfs = [rf for b in _blocks(sch) if not sch.get(b).same_as(sch.get(out))
-           and _is_reduction(sch, b)
-           for rf in [_rfactor_widest(sch, _fuse_reduction_tail(sch, b), info.lanes)]
-           if rf is not None]
-    loops = sch.get_loops(out)
-    whole = keep >= len(loops)
-    if whole:
-        # every output element is one whole reduction (a global mean to (n, c) without
-        # kept dims): the statistics go under the fused output loop, one per element, with
-        # their partial sums along the reduced axes. Before, they were computed for all
-        # channels at once with scalar strided partials (1280x7x7: 64 us; keepdims: 6 us)
-        outer, inner = sch.fuse(*loops), None
-    elif 0 < keep < len(loops) - 1:
-        # statistics over several trailing axes (instance norm's H x W): one row is all of
-        # them, so the statistics are computed once per row, not once per output line
-        outer = sch.fuse(*loops[:keep])
-        inner = sch.fuse(*loops[keep:])
-        vec = _pick(_extent(sch, inner), (info.lanes, info.lanes // 2, 4))
-        if vec > 1:
-            _try(sch.vectorize, sch.split(inner, [None, vec])[1])
-    else:
-        outer = sch.fuse(*loops[:-1])
-        inner = None
-    others = [b for b in _blocks(sch) if not sch.get(b).same_as(sch.get(out))]
-    for p in reversed(others):  # consumers first, so each producer lands under `outer`
-        _try(sch.compute_at, p, outer)
-    row = sch.get_loops(out)[-1]
-    if inner is None and not whole and \
-            _pick(_extent(sch, row), (info.lanes, info.lanes // 2, 4)) > 1:
-        # a row no vector divides (3199 wide) stays a plain loop for LLVM's vectoriser:
-        # one vector as wide as the row was 1.4x slower
-        _try(sch.vectorize, row)
-    total = 1
-    for lp in sch.get_loops(out):
-        total *= max(_extent(sch, lp), 1)
-    if info.knobs.get("parallel", total >= PARALLEL_MIN_WORK // 4) and _extent(sch, outer) > 1:
-        _try(sch.parallel, outer)
-    for rf in rfs:
-        _vectorize_partials(sch, rf)
-    return True
-
-
-def _kept_axes(sch, out) -> int:
-    """How many leading axes of the output the row statistics vary along: the rank of the
-    widest reduction result, trailing kept (size-1) dims dropped. ``(n, c, 1, 1)`` moments
-    of an NCHW instance norm give 2, a softmax over the last axis ``len(shape) - 1``."""
-    keep = 0
-    for b in _blocks(sch):
-        if sch.get(b).same_as(sch.get(out)) or not _is_reduction(sch, b):
-            continue
-        dims = [int(d) if isinstance(d, tvm.tirx.IntImm) else -1
-                for d in sch.get(b).writes[0].source.shape]
-        while dims and dims[-1] == 1:
-            dims.pop()
-        keep = max(keep, len(dims))
-    return keep
-
-
-def _fuse_reduction_tail(sch, block):
-    """Fuse the trailing reduction loops of ``block`` into one (instance norm's H x W), so
-    its vector partial sums run along contiguous memory: split over the last axis alone,
-    compute_at put the lanes outside the other axes and the partials became strided loads.
-    Returns ``block``."""
-    loops = sch.get_loops(block)
-    n_red = 0
-    for iv in reversed(sch.get(block).iter_vars):
-        if int(iv.iter_type) != 2:
-            break
-        n_red += 1
-    if 1 < n_red <= len(loops):
-        _try(sch.fuse, *loops[-n_red:])
-    return block
-
-
-def _rfactor_widest(sch, block, lanes: int):
-    """:func:`_rfactor_lanes` with one vector, half a vector, else the widest count of lanes
-    (at least 4) that divides the row: a 152-wide row keeps 8 partial sums and a 3199-wide
-    one (7 x 457) 7, instead of a scalar chain of dependent adds (2.5x slower)."""
-    for n in (lanes, lanes // 2, *range(lanes - 1, 3, -1)):
-        rf = _try(_rfactor_lanes, sch, block, n)
-        if rf is not None:
-            return rf
-    return None
-
-
-#: the widest partial-sum vector a row reduction gets (one AVX-512 vector of float32)
-MAX_PARTIAL_LANES = 16
-
-
-def _vectorize_partials(sch, rf) -> None:
-    """Vectorise an rfactor block over its lanes axis, then split off its init (vectorise
-    before decompose_reduction: after it, TVM refuses)."""
-    rf_loops = sch.get_loops(rf)
-    if int(sch.get(rf).iter_vars[-1].iter_type) == 2:  # compute_at made (lanes, rest)
-        _try(sch.reorder, rf_loops[-1], rf_loops[-2])
-        rf_loops = sch.get_loops(rf)
-    if _extent(sch, rf_loops[-1]) > MAX_PARTIAL_LANES:
-        # no row loop above the partials (a global mean to (n, c): 1024 channels innermost):
-        # a 1024-lane vector of gathers took LLVM minutes to compile; leave them scalar
-        return
-    _try(sch.vectorize, rf_loops[-1])
-    init = _try(sch.decompose_reduction, rf, rf_loops[-2])
-    if init is not None:
-        _try(sch.vectorize, sch.get_loops(init)[-1])
-
-
-def _rfactor_lanes(sch, block, lanes: int):
-    """Split a row reduction over a contiguous axis into ``lanes`` partial results (one
-    vector, the factor axis innermost) reduced in parallel, then one horizontal step;
-    without it the reduction is a scalar chain of dependent adds (or max), and an ``exp``
-    inside it a scalar call per element (softmax's denominator). Returns the rfactor
-    block, or None when the reduction does not fit."""
-    loops = sch.get_loops(block)
-    iters = sch.get(block).iter_vars
-    if not loops or int(iters[-1].iter_type) != 2:
-        return None
-    last = loops[-1]
-    if _extent(sch, last) % lanes or _extent(sch, last) < 2 * lanes:
-        return None
-    ndim = len(sch.get(block).writes[0].region)
-    _, ri = sch.split(last, [None, lanes])
-    return sch.rfactor(ri, factor_axis=ndim)
-
-
 #: blocks a template keeps materialised instead of inlining: conv padding, and for
 #: activation x activation matmuls a transposed operand (attention's K^T): inlined, every
 #: vector load of B along j would be a strided gather (ViT's QK^T ran at 5 GFLOP/s)
@@ -701,12 +519,13 @@ KEEP = {"conv2d": ("pad_",), "depthwise": ("pad_",), "pool": ("pad_",),
         "matmul": ("T_transpose",), "conv_nd": ("pad_", "wpack_")}
 
 
-def _conv_nd(name: str):
-    """``conv_nd_schedule``'s function ``name``, imported on first use (it builds on this
-    module's helpers)."""
+def _lazy(module: str, name: str, *bound):
+    """``module.name`` (a template or knob space in its own module, which builds on this
+    module's helpers), imported on first use; ``bound`` arguments follow the caller's."""
     def call(sch, *args):
-        from . import conv_nd_schedule
-        return getattr(conv_nd_schedule, name)(sch, *args)
+        import importlib
+        fn = getattr(importlib.import_module(f"{__package__}.{module}"), name)
+        return fn(sch, *args, *bound)
     return call
 
 
@@ -715,12 +534,12 @@ TEMPLATES = {
     "dense": schedule_dense,
     "matmul": schedule_batch_matmul,
     "conv2d": schedule_conv2d,
-    "depthwise": lambda sch, func, info: schedule_window(sch, func, info, "anchor_depthwise"),
-    "pool": lambda sch, func, info: schedule_window(sch, func, info, "anchor_pool"),
-    "tconv": lambda sch, func, info: schedule_window(sch, func, info, "anchor_tconv"),
-    "reduce": schedule_rows,
-    "softmax": schedule_rows,
-    "conv_nd": _conv_nd("schedule_conv_nd"),
+    "depthwise": _lazy("window_schedule", "schedule_window", "anchor_depthwise"),
+    "pool": _lazy("window_schedule", "schedule_window", "anchor_pool"),
+    "tconv": _lazy("window_schedule", "schedule_window", "anchor_tconv"),
+    "reduce": _lazy("rows_schedule", "schedule_rows"),
+    "softmax": _lazy("rows_schedule", "schedule_rows"),
+    "conv_nd": _lazy("conv_nd_schedule", "schedule_conv_nd"),
 }
 
 
@@ -777,35 +596,13 @@ def _conv2d_space(sch, info: ScheduleInfo) -> dict:
                 sch, _find(sch, "anchor_conv2d"), info) else {})}
 
 
-def _window_space(prefix: str):
-    def space(sch, info: ScheduleInfo) -> dict:
-        anchor = _find(sch, prefix)
-        if is_flat(sch, anchor):
-            return flat_space(sch, anchor, info, _extent, PARALLEL_MIN_WORK)
-        b, c, i, j = sch.get_loops(anchor)[:4]
-        ow = _extent(sch, j)
-        rows = _extent(sch, b) * _extent(sch, c) * _extent(sch, i)
-        return {"vw": _choices(_pick(ow, (info.lanes, 8, 14, 7, 4, 2)),
-                               *_divisors(ow, (info.lanes, 8, 4, 2 * info.lanes))),
-                "parallel": _choices(rows * ow >= PARALLEL_MIN_WORK // 8, True, False)}
-    return space
-
-
-def _rows_space(sch, info: ScheduleInfo) -> dict:
-    outs = _output_buffers(sch.mod["main"])
-    out = [b for b in _blocks(sch) if _writes_output(sch, b, outs)]
-    if len(out) != 1 or _is_reduction(sch, out[0]):
-        return {}  # the global-reduction path parallelises unconditionally: nothing to tune
-    total = 1
-    for lp in sch.get_loops(out[0]):
-        total *= max(_extent(sch, lp), 1)
-    return {"parallel": _choices(total >= PARALLEL_MIN_WORK // 4, True, False)}
-
-
 SPACES = {"dense": _dense_space, "matmul": _matmul_space, "conv2d": _conv2d_space,
-          "depthwise": _window_space("anchor_depthwise"), "pool": _window_space("anchor_pool"),
-          "tconv": _window_space("anchor_tconv"), "reduce": _rows_space,
-          "softmax": _rows_space, "conv_nd": _conv_nd("conv_nd_space")}
+          "depthwise": _lazy("window_schedule", "window_space", "anchor_depthwise"),
+          "pool": _lazy("window_schedule", "window_space", "anchor_pool"),
+          "tconv": _lazy("window_schedule", "window_space", "anchor_tconv"),
+          "reduce": _lazy("rows_schedule", "rows_space"),
+          "softmax": _lazy("rows_schedule", "rows_space"),
+          "conv_nd": _lazy("conv_nd_schedule", "conv_nd_space")}
 
 
 def knob_space(func, info: ScheduleInfo) -> dict[str, list]:

@@ -1,0 +1,175 @@
+"""The ``reduce`` and ``softmax`` templates: kernels whose output rows each need a reduction.
+
+Softmax, the normalisations (layer/instance/group/RMS), global pooling and plain reductions:
+one task per group of rows, each row's statistics computed under the row loop with vector
+partial sums (``rfactor``), so the row is read from cache, not memory, by the epilogue. Kept
+apart from ``schedules`` (which dispatches here by kind).
+"""
+
+from __future__ import annotations
+
+import tvm
+
+from .schedules import (PARALLEL_MIN_WORK, ScheduleInfo, _blocks, _choices, _extent,
+                        _is_reduction, _output_buffers, _pick, _try, _writes_output)
+
+
+def schedule_rows(sch, func, info: ScheduleInfo) -> bool:
+    """Reductions and softmax: one task per group of rows, reductions computed per row."""
+    outs = _output_buffers(sch.mod['main'])
+    out_blocks = [b for b in _blocks(sch) if _writes_output(sch, b, outs)]
+    if len(out_blocks) != 1:
+        return False
+    out = out_blocks[0]
+    if _is_reduction(sch, out):
+        # the reduction writes the output itself (a global max/mean over a fused epilogue
+        # such as GELU): partial results in vector lanes, or the fused math runs scalar
+        rf = _rfactor_widest(sch, out, info.lanes)
+        spatial = [lp for lp, iv in zip(sch.get_loops(out), sch.get(out).iter_vars)
+                   if int(iv.iter_type) == 0]
+        if len(spatial) > 1:
+            spatial = [sch.fuse(*spatial)]
+        if spatial and _extent(sch, spatial[0]) > 1:
+            _try(sch.parallel, spatial[0])
+        if rf is not None and spatial:
+            _try(sch.compute_at, rf, spatial[0])
+            _vectorize_partials(sch, rf)
+        return True
+    loops = sch.get_loops(out)
+    if len(loops) < 2:
+        return False
+    keep = _kept_axes(sch, out)
+    # vector partial reductions first, so compute_at below places them in the row loop too
+    rfs = [rf for b in _blocks(sch) if not sch.get(b).same_as(sch.get(out))
+           and _is_reduction(sch, b)
+           for rf in [_rfactor_widest(sch, _fuse_reduction_tail(sch, b), info.lanes)]
+           if rf is not None]
+    loops = sch.get_loops(out)
+    whole = keep >= len(loops)
+    if whole:
+        # every output element is one whole reduction (a global mean to (n, c) without
+        # kept dims): the statistics go under the fused output loop, one per element, with
+        # their partial sums along the reduced axes. Before, they were computed for all
+        # channels at once with scalar strided partials (1280x7x7: 64 us; keepdims: 6 us)
+        outer, inner = sch.fuse(*loops), None
+    elif 0 < keep < len(loops) - 1:
+        # statistics over several trailing axes (instance norm's H x W): one row is all of
+        # them, so the statistics are computed once per row, not once per output line
+        outer = sch.fuse(*loops[:keep])
+        inner = sch.fuse(*loops[keep:])
+        vec = _pick(_extent(sch, inner), (info.lanes, info.lanes // 2, 4))
+        if vec > 1:
+            _try(sch.vectorize, sch.split(inner, [None, vec])[1])
+    else:
+        outer = sch.fuse(*loops[:-1])
+        inner = None
+    others = [b for b in _blocks(sch) if not sch.get(b).same_as(sch.get(out))]
+    for p in reversed(others):  # consumers first, so each producer lands under `outer`
+        _try(sch.compute_at, p, outer)
+    row = sch.get_loops(out)[-1]
+    if inner is None and not whole and \
+            _pick(_extent(sch, row), (info.lanes, info.lanes // 2, 4)) > 1:
+        # a row no vector divides (3199 wide) stays a plain loop for LLVM's vectoriser:
+        # one vector as wide as the row was 1.4x slower
+        _try(sch.vectorize, row)
+    total = 1
+    for lp in sch.get_loops(out):
+        total *= max(_extent(sch, lp), 1)
+    if info.knobs.get("parallel", total >= PARALLEL_MIN_WORK // 4) and _extent(sch, outer) > 1:
+        _try(sch.parallel, outer)
+    for rf in rfs:
+        _vectorize_partials(sch, rf)
+    return True
+
+
+def _kept_axes(sch, out) -> int:
+    """How many leading axes of the output the row statistics vary along: the rank of the
+    widest reduction result, trailing kept (size-1) dims dropped. ``(n, c, 1, 1)`` moments
+    of an NCHW instance norm give 2, a softmax over the last axis ``len(shape) - 1``."""
+    keep = 0
+    for b in _blocks(sch):
+        if sch.get(b).same_as(sch.get(out)) or not _is_reduction(sch, b):
+            continue
+        dims = [int(d) if isinstance(d, tvm.tirx.IntImm) else -1
+                for d in sch.get(b).writes[0].source.shape]
+        while dims and dims[-1] == 1:
+            dims.pop()
+        keep = max(keep, len(dims))
+    return keep
+
+
+def _fuse_reduction_tail(sch, block):
+    """Fuse the trailing reduction loops of ``block`` into one (instance norm's H x W), so
+    its vector partial sums run along contiguous memory: split over the last axis alone,
+    compute_at put the lanes outside the other axes and the partials became strided loads.
+    Returns ``block``."""
+    loops = sch.get_loops(block)
+    n_red = 0
+    for iv in reversed(sch.get(block).iter_vars):
+        if int(iv.iter_type) != 2:
+            break
+        n_red += 1
+    if 1 < n_red <= len(loops):
+        _try(sch.fuse, *loops[-n_red:])
+    return block
+
+
+def _rfactor_widest(sch, block, lanes: int):
+    """:func:`_rfactor_lanes` with one vector, half a vector, else the widest count of lanes
+    (at least 4) that divides the row: a 152-wide row keeps 8 partial sums and a 3199-wide
+    one (7 x 457) 7, instead of a scalar chain of dependent adds (2.5x slower)."""
+    for n in (lanes, lanes // 2, *range(lanes - 1, 3, -1)):
+        rf = _try(_rfactor_lanes, sch, block, n)
+        if rf is not None:
+            return rf
+    return None
+
+
+#: the widest partial-sum vector a row reduction gets (one AVX-512 vector of float32)
+MAX_PARTIAL_LANES = 16
+
+
+def _vectorize_partials(sch, rf) -> None:
+    """Vectorise an rfactor block over its lanes axis, then split off its init (vectorise
+    before decompose_reduction: after it, TVM refuses)."""
+    rf_loops = sch.get_loops(rf)
+    if int(sch.get(rf).iter_vars[-1].iter_type) == 2:  # compute_at made (lanes, rest)
+        _try(sch.reorder, rf_loops[-1], rf_loops[-2])
+        rf_loops = sch.get_loops(rf)
+    if _extent(sch, rf_loops[-1]) > MAX_PARTIAL_LANES:
+        # no row loop above the partials (a global mean to (n, c): 1024 channels innermost):
+        # a 1024-lane vector of gathers took LLVM minutes to compile; leave them scalar
+        return
+    _try(sch.vectorize, rf_loops[-1])
+    init = _try(sch.decompose_reduction, rf, rf_loops[-2])
+    if init is not None:
+        _try(sch.vectorize, sch.get_loops(init)[-1])
+
+
+def _rfactor_lanes(sch, block, lanes: int):
+    """Split a row reduction over a contiguous axis into ``lanes`` partial results (one
+    vector, the factor axis innermost) reduced in parallel, then one horizontal step;
+    without it the reduction is a scalar chain of dependent adds (or max), and an ``exp``
+    inside it a scalar call per element (softmax's denominator). Returns the rfactor
+    block, or None when the reduction does not fit."""
+    loops = sch.get_loops(block)
+    iters = sch.get(block).iter_vars
+    if not loops or int(iters[-1].iter_type) != 2:
+        return None
+    last = loops[-1]
+    if _extent(sch, last) % lanes or _extent(sch, last) < 2 * lanes:
+        return None
+    ndim = len(sch.get(block).writes[0].region)
+    _, ri = sch.split(last, [None, lanes])
+    return sch.rfactor(ri, factor_axis=ndim)
+
+
+def rows_space(sch, info: ScheduleInfo) -> dict:
+    outs = _output_buffers(sch.mod["main"])
+    out = [b for b in _blocks(sch) if _writes_output(sch, b, outs)]
+    if len(out) != 1 or _is_reduction(sch, out[0]):
+        return {}  # the global-reduction path parallelises unconditionally: nothing to tune
+    total = 1
+    for lp in sch.get_loops(out[0]):
+        total *= max(_extent(sch, lp), 1)
+    return {"parallel": _choices(total >= PARALLEL_MIN_WORK // 4, True, False)}
