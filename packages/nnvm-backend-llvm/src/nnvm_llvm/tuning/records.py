@@ -151,13 +151,20 @@ def _cached_read(path: str) -> list[dict]:
     return hit[1]
 
 
+#: the least gain (as a fraction of the heuristic's time, in the same round) for which a
+#: tuned setting replaces the heuristic's: timings on a shared machine scatter by a few
+#: percent, and a "winner" inside that scatter made tuned corpus builds slower than untuned
+MIN_GAIN = 0.03
+
+
 def best_records(paths: Iterable[str], target: str, cpu: str,
                  threads: int | None = None) -> dict[str, dict]:
     """``{workload: fastest successful record}`` for this target and CPU across ``paths``.
 
     When records of a workload were measured at several thread counts, those at
     ``threads`` (the build's) win; else every count competes for the tiles, and the
-    thread-dependent knobs (``THREAD_KNOBS``) are dropped from the winner."""
+    thread-dependent knobs (``THREAD_KNOBS``) are dropped from the winner (see
+    :func:`settled` for a winner within the timing scatter)."""
     by_workload: dict[str, list[dict]] = {}
     for path in paths:
         for rec in _cached_read(path):
@@ -168,7 +175,7 @@ def best_records(paths: Iterable[str], target: str, cpu: str,
     best = {}
     for wl, recs in by_workload.items():
         same = [r for r in recs if threads and r.get("threads") == threads]
-        rec = min(same or recs, key=rank_key(same or recs))
+        rec = settled(same or recs)
         if not same and THREAD_KNOBS & set(rec["knobs"]):
             # whether to run in parallel was decided at another thread count (at 1 thread
             # serial always wins): keep the heuristic's choice for this build's count
@@ -176,6 +183,18 @@ def best_records(paths: Iterable[str], target: str, cpu: str,
                                     if k not in THREAD_KNOBS}}
         best[wl] = rec
     return best
+
+
+def settled(recs: list[dict]) -> dict:
+    """The record a build applies among one workload's: the fastest (:func:`rank_key`),
+    unless it beats the heuristic's setting (``relative`` 1.0, timed in the same rounds) by
+    less than ``MIN_GAIN``; then the heuristic's record, whose knobs make the untuned kernel."""
+    rec = min(recs, key=rank_key(recs))
+    if isinstance(rec.get("relative"), (int, float)) and rec["relative"] > 1 - MIN_GAIN:
+        heuristic = [r for r in recs if r.get("relative") == 1.0]
+        if heuristic:
+            return min(heuristic, key=lambda r: r["seconds"])
+    return rec
 
 
 def rank_key(recs: list[dict]):
