@@ -9,11 +9,17 @@
  * so a model behaves the same with or without apache-tvm installed.
  *
  * Workers spin briefly on a generation counter (kernel launches come back-to-back) and then
- * sleep on a condition variable. A launch is cut into NNVM_CHUNKS tasks per thread that
- * every thread, the caller included, claims from one atomic counter tagged with the launch's
- * generation; the caller waits only for claimed tasks to finish, never for a worker to
- * wake. On a loaded machine a descheduled worker then costs nothing: the caller runs its
- * share (a static split made 2-thread runs slower than 1-thread ones under load).
+ * sleep on a condition variable. A launch is cut into NNVM_CHUNKS tasks per thread, dealt
+ * into one shard of consecutive tasks per thread; every thread, the caller included, claims
+ * the tasks of its own shard first and then steals from the others, each claim an atomic
+ * step on a shard counter tagged with the launch's generation. The caller waits only for
+ * claimed tasks to finish, never for a worker to wake: on a loaded machine a descheduled
+ * worker costs nothing, the caller runs its share (a static split made 2-thread runs slower
+ * than 1-thread ones under load). Why shards: a task covers the same slice of every
+ * kernel's output (TVM cuts a parallel loop by task index), so a thread that keeps its
+ * shard from kernel to kernel reads what it wrote into its own core's cache; with one shared
+ * counter the slices landed on either thread at random (onnxruntime's pool shards its loop
+ * counter per thread the same way).
  */
 #include <pthread.h>
 #include <sched.h>
@@ -44,7 +50,12 @@ static volatile int g_stop = 0;
 static uint64_t g_gen = 0;        /* bumped once per launch */
 static uint64_t g_start_gen = 0;
 static int g_sleepers = 0;
-static uint64_t g_claim = 0;     /* (generation << 32) | next task of the current launch */
+/* one cache line per shard: (generation << 32) | (next task << 16) | end of the shard */
+#define NNVM_MAX_SHARDS 64
+#define NNVM_MAX_SHARDED_TASKS 0xffff
+typedef struct { uint64_t word; char pad[56]; } __attribute__((aligned(64))) NNVMShard;
+static NNVMShard g_shards[NNVM_MAX_SHARDS];
+static int g_num_shards = 1;
 static int g_done = 0;           /* tasks of the current launch finished */
 static int g_failed = 0;
 static NNVMParallelLambda g_fn;
@@ -58,26 +69,31 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-/* Claim and run tasks of launch `gen` until none is left (or a newer launch began). */
-static void run_tasks(uint32_t gen) {
-  for (;;) {
-    uint64_t cur = __atomic_load_n(&g_claim, __ATOMIC_ACQUIRE);
-    if ((uint32_t)(cur >> 32) != gen) return;
-    int n = g_env.num_task;  /* read before the claim: a claim of `gen` pins the launch */
-    uint32_t t = (uint32_t)cur;
-    if ((int)t >= n) return;
-    if (!__atomic_compare_exchange_n(&g_claim, &cur, cur + 1, 0, __ATOMIC_ACQ_REL,
-                                     __ATOMIC_ACQUIRE))
-      continue;
-    if (g_fn((int)t, &g_env, g_cdata) != 0) __atomic_store_n(&g_failed, 1, __ATOMIC_RELAXED);
-    __atomic_add_fetch(&g_done, 1, __ATOMIC_ACQ_REL);
+/* Claim and run tasks of launch `gen`, the shard `home` first, until none is left (or a
+ * newer launch began). A successful claim of `gen` pins the launch: its caller waits for the
+ * claimed task, so g_fn, g_cdata and g_env read after the claim are that launch's. */
+static void run_tasks(uint32_t gen, int home) {
+  int shards = g_num_shards;
+  for (int k = 0; k < shards; ++k) {
+    NNVMShard* shard = &g_shards[(home + k) % shards];
+    for (;;) {
+      uint64_t cur = __atomic_load_n(&shard->word, __ATOMIC_ACQUIRE);
+      if ((uint32_t)(cur >> 32) != gen) return;
+      uint32_t next = (uint32_t)(cur >> 16) & 0xffff, end = (uint32_t)cur & 0xffff;
+      if (next >= end) break;  /* this shard is used up: steal from the next one */
+      if (!__atomic_compare_exchange_n(&shard->word, &cur, cur + (1u << 16), 0,
+                                       __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        continue;
+      if (g_fn((int)next, &g_env, g_cdata) != 0) __atomic_store_n(&g_failed, 1, __ATOMIC_RELAXED);
+      __atomic_add_fetch(&g_done, 1, __ATOMIC_ACQ_REL);
+    }
   }
 }
 
 static void ws_release_thread(void);
 
 static void* worker_main(void* arg) {
-  (void)arg;
+  int home = (int)(intptr_t)arg;  /* this worker's shard (the caller's is 0) */
   uint64_t seen = g_start_gen;  /* a launch may bump g_gen before this thread first runs */
   t_in_pool = 1;
   for (;;) {
@@ -102,7 +118,7 @@ static void* worker_main(void* arg) {
       return NULL;
     }
     seen = __atomic_load_n(&g_gen, __ATOMIC_ACQUIRE);
-    run_tasks((uint32_t)seen);
+    run_tasks((uint32_t)seen, home % g_num_shards);
   }
 }
 
@@ -118,6 +134,7 @@ static void stop_workers(void) {
 
 static void start_workers(int num_threads) {
   g_num_threads = num_threads;
+  g_num_shards = num_threads < NNVM_MAX_SHARDS ? num_threads : NNVM_MAX_SHARDS;
   g_start_gen = __atomic_load_n(&g_gen, __ATOMIC_ACQUIRE);
   for (int i = 1; i < num_threads; ++i) {
     if (pthread_create(&g_workers[i - 1], NULL, worker_main, (void*)(intptr_t)i) != 0) {
@@ -131,7 +148,7 @@ static void start_workers(int num_threads) {
 static int nnvm_parallel_launch(NNVMParallelLambda fn, void* cdata, int num_task) {
   NNVMParallelEnv env = {NULL, num_task > 0 ? num_task : g_num_threads * NNVM_CHUNKS};
   if (t_in_pool || g_num_threads <= 1 || env.num_task == 1 ||
-      pthread_mutex_trylock(&g_launch_mu) != 0) {
+      env.num_task > NNVM_MAX_SHARDED_TASKS || pthread_mutex_trylock(&g_launch_mu) != 0) {
     env.num_task = num_task > 0 ? num_task : 1;
     for (int t = 0; t < env.num_task; ++t)  /* nested or concurrent launch: run inline */
       if (fn(t, &env, cdata) != 0) return -1;
@@ -140,7 +157,11 @@ static int nnvm_parallel_launch(NNVMParallelLambda fn, void* cdata, int num_task
   uint32_t gen = (uint32_t)(g_gen + 1);
   g_fn = fn; g_cdata = cdata; g_env = env; g_failed = 0;
   __atomic_store_n(&g_done, 0, __ATOMIC_RELEASE);
-  __atomic_store_n(&g_claim, (uint64_t)gen << 32, __ATOMIC_RELEASE);
+  for (int s = 0, n = env.num_task, shards = g_num_shards; s < shards; ++s) {
+    uint64_t begin = (uint64_t)s * n / shards, end = (uint64_t)(s + 1) * n / shards;
+    __atomic_store_n(&g_shards[s].word, ((uint64_t)gen << 32) | (begin << 16) | end,
+                     __ATOMIC_RELEASE);
+  }
   __atomic_store_n(&g_gen, g_gen + 1, __ATOMIC_SEQ_CST);
   if (__atomic_load_n(&g_sleepers, __ATOMIC_SEQ_CST) > 0) {
     pthread_mutex_lock(&g_mu);
@@ -148,7 +169,7 @@ static int nnvm_parallel_launch(NNVMParallelLambda fn, void* cdata, int num_task
     pthread_mutex_unlock(&g_mu);
   }
   t_in_pool = 1;
-  run_tasks(gen);
+  run_tasks(gen, 0);
   t_in_pool = 0;
   for (int spins = 0; __atomic_load_n(&g_done, __ATOMIC_ACQUIRE) < env.num_task; ++spins) {
     if (spins < 2000) cpu_relax(); else sched_yield();  /* a claimed task still running */
