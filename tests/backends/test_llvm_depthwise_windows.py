@@ -34,14 +34,13 @@ CASES = {
 }
 
 
-def _model(xs, kernel, strides, padding, dilation, rng):
+def _model(xs, kernel, strides, padding, dilation, rng, epilogue="relu6"):
+    """A depthwise conv with bias and the ReLU6 (MobileNet) or SiLU (EfficientNet) epilogue."""
     c = xs[1]
-    x = sym.Variable("x")
-    w = sym.Variable("w")
-    b = sym.Variable("b")
+    x, w, b = sym.Variable("x"), sym.Variable("w"), sym.Variable("b")
     y = sym.conv2d(x, w, b, channels=c, kernel_size=kernel, strides=strides, padding=padding,
                    dilation=dilation, groups=c, use_bias=True)
-    y = sym.clip(y, a_min=0.0, a_max=6.0)
+    y = sym.clip(y, a_min=0.0, a_max=6.0) if epilogue == "relu6" else y * sym.sigmoid(y)
     params = {"w": (rng.standard_normal((c, 1) + kernel) * 0.5).astype("float32"),
               "b": rng.standard_normal(c).astype("float32")}
     return y, params
@@ -73,9 +72,14 @@ def test_depthwise_keeps_nan_through_relu6():
 
 
 def test_every_tuning_knob_of_a_depthwise_kernel_schedules():
-    """``nnvm tune``'s knobs for the flat window (``vw``, ``rt``, ``parallel``): the first of
-    each is the untuned kernel, and every combination is one the template accepts (a knob it
-    refused would fall back to the plain loop nest and waste the tuner's trials)."""
+    """``nnvm tune``'s knobs for the flat window (``vw``, ``rt``, ``parallel``)."""
+    assert_knobs_schedule((1, 24, 28, 28), (3, 3), (2, 2), (1, 1, 1, 1), {"vw", "rt", "parallel"})
+
+
+def assert_knobs_schedule(xs, kernel, strides, padding, names) -> None:
+    """The depthwise kernel's knob space is ``names``; the first of each knob is the untuned
+    kernel, and every combination is one the template accepts (a knob it refused would fall
+    back to the plain loop nest and waste the tuner's trials)."""
     import itertools
 
     import tvm
@@ -83,11 +87,11 @@ def test_every_tuning_knob_of_a_depthwise_kernel_schedules():
     from nnvm_llvm.compiler.schedules import ScheduleInfo, knob_space, schedule
 
     rng = np.random.default_rng(5)
-    y, params = _model((1, 24, 28, 28), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), rng)
-    graph, params = nnvm.compiler.optimize(y, shape={"x": (1, 24, 28, 28)}, params=params)
+    y, params = _model(xs, kernel, strides, padding, (1, 1), rng)
+    graph, params = nnvm.compiler.optimize(y, shape={"x": xs}, params=params)
     (gl,) = [g for g in kernel_lowerings(graph, params, 16) if g.kind == "depthwise"]
     space = knob_space(gl.primfunc(16), ScheduleInfo("depthwise", 16))
-    assert set(space) == {"vw", "rt", "parallel"}, space
+    assert set(space) == set(names), space
     plain = schedule(gl.primfunc(16), ScheduleInfo("depthwise", 16))
     first = schedule(gl.primfunc(16), ScheduleInfo(
         "depthwise", 16, knobs={k: v[0] for k, v in space.items()}))

@@ -184,10 +184,10 @@ def schedule_flat(sch, anchor, info, extent, parallel_min_work: int) -> bool:
                   if sch.get(pr).name_hint.startswith("pad_")), None)
     if plane is not None:  # strided: the padded plane, then its phases de-interleaved
         sch.compute_at(plane, bc)
-        _try_decompose_padding(sch, plane)
+        try_decompose_padding(sch, plane)
         _deinterleave(sch, pad)
     else:
-        _try_decompose_padding(sch, pad)
+        try_decompose_padding(sch, pad)
     _flatten_rows(sch, pad)
     _flatten_rows(sch, anchor)
     po, pi = sch.split(p, [None, vw])
@@ -241,11 +241,16 @@ def _deinterleave(sch, phases) -> None:
 
 def _sizes(sch, anchor, extent) -> tuple[int, int, int]:
     """``(R, Wrow, multiply-adds)`` of a flat window kernel."""
+    _, _, r, t = sch.get_loops(anchor)[:4]
+    return extent(sch, r), extent(sch, t), window_work(sch, anchor, extent)
+
+
+def window_work(sch, anchor, extent) -> int:
+    """Multiply-adds (or compares) of a window kernel: the product of its loops."""
     work = 1
     for lp in sch.get_loops(anchor):
         work *= extent(sch, lp)
-    _, _, r, t = sch.get_loops(anchor)[:4]
-    return extent(sch, r), extent(sch, t), work
+    return work
 
 
 def flat_space(sch, anchor, info, extent, parallel_min_work: int) -> dict:
@@ -275,7 +280,7 @@ def _flatten_rows(sch, block) -> None:
     sch.transform_layout(block, ("write", 0), flat)
 
 
-def _try_decompose_padding(sch, pad) -> None:
+def try_decompose_padding(sch, pad) -> None:
     """The padding split from the copy, so neither carries a per-element bound check."""
     try:
         sch.decompose_padding(pad, sch.get_loops(pad)[1])

@@ -21,6 +21,7 @@ from tvm import te, topi
 
 from ..runtime.packing import packed_shape
 from .flat_window import FlatPlane, flat_planes, flat_window
+from .window_blocked import blocked_planes, blocked_weights, blocked_window, wants_blocked
 
 
 @dataclasses.dataclass
@@ -648,8 +649,14 @@ def _conv2d(attrs, ins, outs, ctx):
     if depthwise:
         g = FlatPlane(kh, kw, sh, sw, dh, dw, pt, pl, int(x.shape[2]), int(x.shape[3]), oh, ow,
                       ctx.vector_lanes)
-        y = flat_window(flat_planes(x, g, 0.0, ctx.name), g, te.sum,
-                        lambda v, c, rh, rw: v * w[c, 0, rh, rw], "anchor_depthwise")
+        if wants_blocked(g, oc):  # small planes: 16 channels in a vector
+            wb = blocked_weights(w, ctx.vector_lanes, ctx.name)
+            y = blocked_window(blocked_planes(x, g, 0.0, ctx.name), g, oc, te.sum,
+                               lambda v, k, ci, rh, rw: v * wb[k, rh, rw, ci],
+                               "anchor_depthwise")
+        else:
+            y = flat_window(flat_planes(x, g, 0.0, ctx.name), g, te.sum,
+                            lambda v, c, rh, rw: v * w[c, 0, rh, rw], "anchor_depthwise")
     else:
         xp = _padded(x, (pt, pl, pb, pr), ctx.name)
         rh, rw = te.reduce_axis((0, kh), "rh"), te.reduce_axis((0, kw), "rw")

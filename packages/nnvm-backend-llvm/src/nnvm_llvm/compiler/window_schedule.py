@@ -10,6 +10,7 @@ kernels can change without touching the dense and conv templates.
 from __future__ import annotations
 
 from .flat_window import flat_space, is_flat, schedule_flat
+from .window_blocked import blocked_space, is_blocked, schedule_blocked
 from .schedules import (PARALLEL_MIN_WORK, ScheduleInfo, _choices, _divisors, _epilogue_into,
                         _extent, _find, _parallel_rows, _pick, _try)
 
@@ -19,6 +20,8 @@ def schedule_window(sch, func, info: ScheduleInfo, prefix: str) -> bool:
     anchor = _find(sch, prefix)
     if anchor is None:
         return False
+    if is_blocked(sch, anchor):
+        return schedule_blocked(sch, anchor, info, _extent, PARALLEL_MIN_WORK)
     if is_flat(sch, anchor):
         return schedule_flat(sch, anchor, info, _extent, PARALLEL_MIN_WORK)
     loops = sch.get_loops(anchor)
@@ -49,6 +52,8 @@ def schedule_window(sch, func, info: ScheduleInfo, prefix: str) -> bool:
 def window_space(sch, info: ScheduleInfo, prefix: str) -> dict:
     """The knobs :func:`schedule_window` reads for the anchor block named ``prefix``."""
     anchor = _find(sch, prefix)
+    if is_blocked(sch, anchor):
+        return blocked_space(sch, anchor, info, _extent, PARALLEL_MIN_WORK)
     if is_flat(sch, anchor):
         return flat_space(sch, anchor, info, _extent, PARALLEL_MIN_WORK)
     b, c, i, j = sch.get_loops(anchor)[:4]

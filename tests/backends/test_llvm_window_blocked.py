@@ -1,0 +1,79 @@
+"""Depthwise convs on small planes computed with 16 channels in a vector
+(``nnvm_llvm.compiler.window_blocked``), checked against the ``reference`` target.
+
+The kernel re-lays its input out per block of 16 channels and writes NCHW back, so the
+cases cover what could go wrong there: channel counts not a multiple of the vector (the
+padded lanes read the last channel again and must never be written), strides with
+asymmetric padding, dilation, batches (the parallel loop runs over images x blocks) and the
+fused bias + ReLU6 / SiLU epilogues.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tvm")
+import nnvm  # noqa: E402
+from nnvm_llvm.compiler.flat_window import FlatPlane  # noqa: E402
+from nnvm_llvm.compiler.window_blocked import wants_blocked  # noqa: E402
+from test_llvm_depthwise_windows import _model, assert_knobs_schedule  # noqa: E402
+
+CASES = {
+    # id: (input shape, kernel, strides, padding (top, left, bottom, right), dilation)
+    "mnasnet_7x7_k5": ((1, 64, 7, 7), (5, 5), (1, 1), (2, 2, 2, 2), (1, 1)),
+    "channels_40_k3": ((1, 40, 7, 7), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),
+    "channels_72_s2_asym": ((1, 72, 9, 8), (3, 3), (2, 2), (0, 1, 1, 1), (1, 1)),
+    "dilated_k3": ((1, 32, 9, 9), (3, 3), (1, 1), (2, 2, 2, 2), (2, 2)),
+    "batch2_5x6_k5": ((2, 44, 5, 6), (5, 5), (1, 1), (2, 2, 2, 2), (1, 1)),
+    "plane_1x1": ((1, 16, 1, 1), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),
+}
+
+
+def _geometry(xs, kernel, strides, padding, dilation) -> FlatPlane:
+    (kh, kw), (sh, sw), (dh, dw), (pt, pl, pb, pr) = kernel, strides, dilation, padding
+    oh = (xs[2] + pt + pb - (kh - 1) * dh - 1) // sh + 1
+    ow = (xs[3] + pl + pr - (kw - 1) * dw - 1) // sw + 1
+    return FlatPlane(kh, kw, sh, sw, dh, dw, pt, pl, xs[2], xs[3], oh, ow, 16)
+
+
+@pytest.mark.parametrize("epilogue", ["relu6", "silu"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_blocked_depthwise_matches_reference(case, epilogue):
+    xs, kernel, strides, padding, dilation = CASES[case]
+    assert wants_blocked(_geometry(*CASES[case]), xs[1]), "the case must take the kernel"
+    rng = np.random.default_rng(13)
+    y, params = _model(xs, kernel, strides, padding, dilation, rng, epilogue)
+    xv = (rng.standard_normal(xs) * 3).astype("float32")
+    got, want = [nnvm.compiler.build(y, target=t, shape={"x": xs}, params=params).run(x=xv)[0]
+                 for t in ("llvm", "reference")]
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_big_planes_and_few_channels_keep_the_flat_kernel():
+    """Where the flat tile wastes little (a 28 x 28 plane) or the channels would leave most
+    lanes empty (8 channels), the flat kernel stays."""
+    assert not wants_blocked(_geometry((1, 96, 28, 28), (3, 3), (1, 1), (1, 1, 1, 1),
+                                       (1, 1)), 96)
+    assert not wants_blocked(_geometry((1, 8, 7, 7), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)), 8)
+
+
+def test_blocked_kernel_keeps_nan_in_its_channel():
+    """Padded lanes read the last channel again (times a zero weight): a NaN there must stay
+    in its own channel's window and never reach another channel or the padded lanes'
+    neighbours."""
+    rng = np.random.default_rng(3)
+    y, params = _model((1, 30, 7, 7), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), rng)
+    xv = rng.standard_normal((1, 30, 7, 7)).astype("float32")
+    xv[0, 29, 3, 3] = np.nan
+    assert wants_blocked(_geometry((1, 30, 7, 7), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)), 30)
+    got = nnvm.compiler.build(y, target="llvm", shape={"x": xv.shape}, params=params).run(x=xv)[0]
+    want = np.zeros(got.shape, bool)
+    want[0, 29, 2:5, 2:5] = True
+    np.testing.assert_array_equal(np.isnan(got), want)
+
+
+def test_every_tuning_knob_of_a_blocked_kernel_schedules():
+    """``nnvm tune``'s knobs of the blocked kernel: ``tile`` and ``parallel``."""
+    assert_knobs_schedule((1, 48, 7, 7), (5, 5), (1, 1), (2, 2, 2, 2), {"tile", "parallel"})
