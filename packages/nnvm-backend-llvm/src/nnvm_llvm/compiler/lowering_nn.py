@@ -466,27 +466,60 @@ def _mvn(attrs, ins, outs, ctx):
         1e-9, acc))).astype(dtype), name=ctx.name)
 
 
-@register("lrn", "injective")
+#: LRN windows up to this many channels are summed as unrolled taps in one elementwise
+#: kernel; wider ones (none seen in real models) keep a reduction
+LRN_UNROLLED_TAPS = 32
+
+
+def _pow_const(base, beta: float, acc: str):
+    """``base ** beta`` for the exponents LRN uses, as square roots where they are exact
+    enough (``sqrt`` is correctly rounded and vectorises; ``pow`` is a scalar libm call per
+    element, 6 ns of AlexNet's 7 ns an element): 0.75 = sqrt(b) * sqrt(sqrt(b)), 0.5, 1."""
+    if beta == 1.0:
+        return base
+    if beta == 0.5:
+        return te.sqrt(base)
+    if beta == 0.75:
+        root = te.sqrt(base)
+        return root * te.sqrt(root)
+    return te.power(base, _const(beta, acc))
+
+
+@register("lrn", "elemwise")
 def _lrn(attrs, ins, outs, ctx):
+    """Sum of squares over a window of ``size`` channels, then ``x / (bias + alpha/size *
+    sum) ** beta``. The window is written as unrolled taps inside one elementwise body (no
+    reduction stage): every tap is a channel plane, so the bounds test is the same for a
+    whole row of pixels and the kernel vectorises along them. As a reduction the sums ran
+    scalar in their own pass (LRN 1x192x27x27: 0.95 ms, 19x off the roof)."""
     x = ins[0]
     shape, dtype = outs[0]
     ax = attrs["axis"] % len(shape)
     size = int(attrs["size"])
     c = shape[ax]
-    lo, hi = (size - 1) // 2, size // 2
+    lo = (size - 1) // 2
     acc = _acc(dtype)
-    r = te.reduce_axis((0, size), "r")
-
-    def window(*i):
-        ch = i[ax] - lo + r
-        v = _lazy(tvm.tirx.And(ch >= 0, ch < c), x[i[:ax] + (ch,) + i[ax + 1:]].astype(acc),
-                  _const(0, acc))
-        return te.sum(v * v, axis=r)
-    del hi
-    sq = te.compute(shape, window, name="anchor_lrn")
     alpha, beta, bias = float(attrs["alpha"]), float(attrs["beta"]), float(attrs["bias"])
-    return te.compute(shape, lambda *i: (x[i].astype(acc) / te.power(
-        _const(bias, acc) + _const(alpha / size, acc) * sq[i], _const(beta, acc))).astype(dtype),
+
+    def tap(i, ch):
+        v = x[i[:ax] + (ch,) + i[ax + 1:]].astype(acc)
+        return _lazy(tvm.tirx.And(ch >= 0, ch < c), v * v, _const(0, acc))
+
+    if size <= LRN_UNROLLED_TAPS:
+        def window(i):
+            total = tap(i, i[ax] - lo)
+            for k in range(1, size):
+                total = total + tap(i, i[ax] - lo + k)
+            return total
+    else:
+        r = te.reduce_axis((0, size), "r")
+        sq = te.compute(shape, lambda *i: te.sum(tap(i, i[ax] - lo + r), axis=r),
+                        name="anchor_lrn")
+
+        def window(i):
+            return sq[i]
+    return te.compute(shape, lambda *i: (x[i].astype(acc) / _pow_const(
+        _const(bias, acc) + _const(alpha / size, acc) * window(i), beta, acc)).astype(dtype),
         name=ctx.name)
 
 
