@@ -195,16 +195,22 @@ def _row_line(r: dict) -> str:
 
 def sweep(workloads: list[dict], threads: list[int], blocks: int = 5, seconds: float = 0.05,
           with_ort: bool = True, log=print, stream_bytes: int = measure.STREAM_BYTES,
-          cache_traffic=measure.CACHE_TRAFFIC) -> dict:
+          cache_traffic=measure.CACHE_TRAFFIC, peak_matmul: int = measure.PEAK_MATMUL) -> dict:
     """Measure every workload at every thread count; the JSON document of the run
-    (``stream_bytes``, ``cache_traffic``: sizes of the bandwidth streams; smaller in tests)."""
+    (``stream_bytes``, ``cache_traffic``, ``peak_matmul``: sizes of the bandwidth streams
+    and of the peak-measuring MatMul; smaller in tests)."""
     from nnvm.runtime.profiler import cpu_peak_gflops
 
     load0 = os.getloadavg()[0]
-    peaks, hows = {}, []
+    nominal, hows = {}, []
     for t in threads:
-        peaks[t], how = cpu_peak_gflops(t)
-        hows.append(f"{peaks[t]:.0f} GFLOP/s = {how}")
+        nominal[t], how = cpu_peak_gflops(t)
+        hows.append(f"nominal {nominal[t]:.0f} GFLOP/s = {how}")
+    peaks, peak_how = measure.compute_peak(threads, nominal, peak_matmul)
+    for lo, hi in zip(sorted(threads), sorted(threads)[1:]):
+        peaks[hi] = max(peaks[hi], peaks[lo])  # as for bandwidth below: noise, not the roof
+    hows.append("roof " + ", ".join(f"{peaks[t]:.0f} at {t}t" for t in threads)
+                + f" (measured {peak_how})")
     bws, bw_how = measure.bandwidth(threads, stream_bytes)
     curves = measure.cache_bandwidth(threads, cache_traffic) if cache_traffic else None
     for t in curves or ():  # a stream 8x a 32 MiB last-level cache measures DRAM as well

@@ -101,9 +101,12 @@ def test_sweep_rows_summary_and_outputs(tmp_path):
     lines = []
     result = bench_roofline.sweep([CONV, GEMV], [1], blocks=1, seconds=0.001,
                                   log=lines.append, stream_bytes=4 << 20,
-                                  cache_traffic=(1 << 10, 16 << 10))
+                                  cache_traffic=(1 << 10, 16 << 10), peak_matmul=64)
     rows = result["rows"]
     assert [r["cls"] for r in rows] == ["conv2d", "gemv"]
+    from nnvm.runtime.profiler import cpu_peak_gflops
+    assert result["meta"]["peak_gflops"][1] >= cpu_peak_gflops(1)[0]  # never below nominal
+    assert "MatMul 64^3 onnxruntime" in result["meta"]["peak"]
     for r in rows:
         assert r["status"] == "ok", r
         assert r["nnvm_ms"] > 0 and r["ort_ms"] > 0 and r["max_rel_err"] < 1e-3, r
