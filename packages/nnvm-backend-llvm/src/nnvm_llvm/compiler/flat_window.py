@@ -1,7 +1,8 @@
-"""Depthwise convolution over one channel's plane at a time, computed on the *flattened*
-padded plane (pooling keeps the row template of ``window_schedule.schedule_window``: measured on
-the roofline grid, its stride-2 windows do too little work per input element to pay for
-the phase copy below).
+"""Depthwise convolution (and unit-stride pooling) over one channel's plane at a time,
+computed on the *flattened* padded plane (strided pooling keeps the row template of
+``window_schedule.schedule_window``: measured on the roofline grid, its stride-2 windows do
+too little work per input element to pay for the phase copy below). Small planes, where the
+flat tile wastes half its lanes, take ``window_blocked``'s channel-blocked kernel instead.
 
 Why: computed row by row on a fully materialised padded tensor (the earlier lowering), a
 depthwise conv paid three times over. The padded copy of the whole input was a second pass

@@ -715,18 +715,13 @@ def _pool_rule(kind):
         pt, pl, pb, pr = (p[0], p[1], p[0], p[1]) if len(p) == 2 else p
         pb = max(pb, (oh - 1) * sh + kh - h - pt)
         pr = max(pr, (ow - 1) * sw + kw - w - pl)
-        rh, rw = te.reduce_axis((0, kh), "rh"), te.reduce_axis((0, kw), "rw")
+        dt = str(x.dtype)
+        low = (-np.inf if "float" in dt else np.iinfo(dt).min) if kind == "max" else 0
+        combine = te.max if kind == "max" else te.sum
+        g = FlatPlane(kh, kw, sh, sw, 1, 1, pt, pl, h, w, oh, ow, ctx.vector_lanes)
+        s = _pool_window(x, g, (pt, pl, pb, pr), low, combine, ctx)
         if kind == "max":
-            dt = str(x.dtype)
-            low = -np.inf if "float" in dt else np.iinfo(dt).min
-            xp = topi.nn.pad(x, [0, 0, pt, pl], [0, 0, pb, pr], pad_value=low,
-                             name="pad_" + ctx.name) if (pt or pl or pb or pr) else x
-            return te.compute((n, c, oh, ow), lambda b, ch, i, j: te.max(
-                xp[b, ch, i * sh + rh, j * sw + rw], axis=[rh, rw]), name="anchor_pool")
-        xp = topi.nn.pad(x, [0, 0, pt, pl], [0, 0, pb, pr], name="pad_" + ctx.name) \
-            if (pt or pl or pb or pr) else x
-        s = te.compute((n, c, oh, ow), lambda b, ch, i, j: te.sum(
-            xp[b, ch, i * sh + rh, j * sw + rw], axis=[rh, rw]), name="anchor_pool")
+            return s
         if attrs.get("count_include_pad"):
             return te.compute(s.shape, lambda *i: s[i] / _const(kh * kw, x.dtype),
                               name=ctx.name)
@@ -739,6 +734,27 @@ def _pool_rule(kind):
         return te.compute(s.shape, lambda b, ch, i, j: s[b, ch, i, j] / count(i, j),
                           name=ctx.name)
     return rule
+
+
+def _pool_window(x, g: FlatPlane, pads, low, combine, ctx):
+    """The window reduction of a pool: channel-blocked on small planes (``window_blocked``),
+    flattened for unit strides (``flat_window``), else along the output rows of the padded
+    input. Measured at 1 thread, interleaved: a 3 x 3 max pool over 832 x 7 x 7 102 -> 69 us
+    blocked; over 512 x 14 x 14 127 -> 94 us flat (avg pool 133 -> 43 us), 256 x 28 x 28
+    180 -> 154 us; stride-2 pools ran alike in all three (the phase copy costs what the flat
+    vectors save), so they keep the row kernel."""
+    if wants_blocked(g, int(x.shape[1])):
+        return blocked_window(blocked_planes(x, g, low, ctx.name), g, int(x.shape[1]),
+                              combine, lambda v, *_: v, "anchor_pool")
+    if g.sh == g.sw == 1:
+        return flat_window(flat_planes(x, g, low, ctx.name), g, combine, lambda v, *_: v,
+                           "anchor_pool")
+    (n, c), (pt, pl, pb, pr) = x.shape[:2], pads
+    xp = topi.nn.pad(x, [0, 0, pt, pl], [0, 0, pb, pr], pad_value=low,
+                     name="pad_" + ctx.name) if any(pads) else x
+    rh, rw = te.reduce_axis((0, g.kh), "rh"), te.reduce_axis((0, g.kw), "rw")
+    return te.compute((n, c, g.oh, g.ow), lambda b, ch, i, j: combine(
+        xp[b, ch, i * g.sh + rh, j * g.sw + rw], axis=[rh, rw]), name="anchor_pool")
 
 
 register("max_pool2d", "pool", supports=_pool_supports)(_pool_rule("max"))
