@@ -18,9 +18,11 @@ def schedule_rows(sch, func, info: ScheduleInfo) -> bool:
     """Reductions and softmax: one task per group of rows, reductions computed per row."""
     outs = _output_buffers(sch.mod['main'])
     out_blocks = [b for b in _blocks(sch) if _writes_output(sch, b, outs)]
-    if len(out_blocks) != 1:
+    if not out_blocks:
         return False
-    out = out_blocks[0]
+    out, stats = _main_output(sch, out_blocks)
+    if stats is None:
+        return False
     if _is_reduction(sch, out):
         # the reduction writes the output itself (a global max/mean over a fused epilogue
         # such as GELU): partial results in vector lanes, or the fused math runs scalar
@@ -63,7 +65,9 @@ def schedule_rows(sch, func, info: ScheduleInfo) -> bool:
     else:
         outer = sch.fuse(*loops[:-1])
         inner = None
-    others = [b for b in _blocks(sch) if not sch.get(b).same_as(sch.get(out))]
+    outer = _merge_stats(sch, outer, stats)
+    others = [b for b in _blocks(sch) if not sch.get(b).same_as(sch.get(out))
+              and not any(sch.get(b).same_as(sch.get(s)) for s in stats)]
     for p in reversed(others):  # consumers first, so each producer lands under `outer`
         _try(sch.compute_at, p, outer)
     row = sch.get_loops(out)[-1]
@@ -72,14 +76,52 @@ def schedule_rows(sch, func, info: ScheduleInfo) -> bool:
         # a row no vector divides (3199 wide) stays a plain loop for LLVM's vectoriser:
         # one vector as wide as the row was 1.4x slower
         _try(sch.vectorize, row)
-    total = 1
-    for lp in sch.get_loops(out):
-        total *= max(_extent(sch, lp), 1)
+    total = _work(sch, out)
     if info.knobs.get("parallel", total >= PARALLEL_MIN_WORK // 4) and _extent(sch, outer) > 1:
         _try(sch.parallel, outer)
     for rf in rfs:
         _vectorize_partials(sch, rf)
     return True
+
+
+def _main_output(sch, out_blocks):
+    """``(out, stats)``: the output block the rows are scheduled by (the widest) and the
+    others, each a per-row statistic (layer norm's mean and inverse deviation, written
+    whether or not the graph reads them); ``(None, None)`` when an extra output is a
+    reduction or as wide as the main one. Why: the template took kernels of one output
+    only, and layer norm's three left every statistic a scalar chain in its own pass
+    (LayerNormalization 1x197x128: 1.9x onnxruntime)."""
+    def size(b):
+        return _work(sch, b)
+    ranked = sorted(out_blocks, key=size, reverse=True)
+    out, stats = ranked[0], ranked[1:]
+    if stats and (_is_reduction(sch, out) or any(
+            _is_reduction(sch, b) or size(b) == size(out) for b in stats)):
+        return None, None
+    return out, stats
+
+
+def _work(sch, block) -> int:
+    """Iterations of the loops around ``block``."""
+    total = 1
+    for lp in sch.get_loops(block):
+        total *= max(_extent(sch, lp), 1)
+    return total
+
+
+def _merge_stats(sch, outer, stats):
+    """Merge the row loop of each statistics output into ``outer`` (the main output's row
+    loop), so every consumer of the row reductions sits under it and ``compute_at`` can put
+    the reductions there too: with a consumer outside, TVM refuses and the statistics ran
+    in their own pass over the tensor. Returns the (merged) row loop."""
+    for b in stats:
+        loops = sch.get_loops(b)
+        if not loops:
+            continue
+        loop = sch.fuse(*loops) if len(loops) > 1 else loops[0]
+        if _extent(sch, loop) == _extent(sch, outer):
+            outer = _try(sch.merge, outer, loop) or outer
+    return outer
 
 
 def _kept_axes(sch, out) -> int:
@@ -169,7 +211,5 @@ def rows_space(sch, info: ScheduleInfo) -> dict:
     out = [b for b in _blocks(sch) if _writes_output(sch, b, outs)]
     if len(out) != 1 or _is_reduction(sch, out[0]):
         return {}  # the global-reduction path parallelises unconditionally: nothing to tune
-    total = 1
-    for lp in sch.get_loops(out[0]):
-        total *= max(_extent(sch, lp), 1)
+    total = _work(sch, out[0])
     return {"parallel": _choices(total >= PARALLEL_MIN_WORK // 4, True, False)}
