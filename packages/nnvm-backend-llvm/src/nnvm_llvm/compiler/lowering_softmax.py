@@ -74,7 +74,9 @@ def _split_row_softmax(x, lanes: int, log: bool, name: str):
     def body(*i):
         total = sums[0][i[:lead]] + sums[1][i[:lead]]
         shifted = x[i] - row_max[i[:lead]]
-        return shifted - te.log(total) if log else te.exp(shifted) / total
+        # times the reciprocal: LLVM hoists 1 / total out of the row loop, a division per
+        # element stays in it
+        return shifted - te.log(total) if log else te.exp(shifted) * (1 / total)
     return te.compute(shape, body, name=name)
 
 

@@ -1,0 +1,66 @@
+"""Softmax and log-softmax on llvm against onnxruntime on the row widths the row template
+treats apart: multiples of a vector, rows split into whole vectors and a scalar tail (1500,
+91, 37), rows shorter than two vectors (20, 2) and 1-element rows, over the last axis and
+an inner one; a NaN or inf poisons only its own row.
+
+Why: the output row is a plain loop for LLVM's vectoriser unless whole (half) vectors
+divide it, and the normalisation multiplies by the row's reciprocal sum; a tail or a
+row boundary that is off shows up here as a wrong number against the oracle."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tvm")
+pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+import nnvm  # noqa: E402
+from onnx import TensorProto, helper  # noqa: E402
+
+# id: (input shape, axis)
+CASES = {
+    "whisper_rows_1500": ((1, 3, 1500), -1),
+    "rows_91": ((1, 37, 91), -1),
+    "rows_37": ((2, 5, 37), -1),
+    "rows_128": ((1, 9, 128), -1),
+    "rows_20_inner_axis": ((10, 20, 3), 1),
+    "rows_2": ((1, 55, 75, 2), 3),
+    "one_element_rows": ((6, 1), -1),
+}
+
+
+def _both(op, shape, axis, x):
+    node = helper.make_node(op, ["x"], ["y"], axis=axis)
+    f = TensorProto.FLOAT
+    graph = helper.make_graph([node], "sm", [helper.make_tensor_value_info("x", f, shape)],
+                              [helper.make_tensor_value_info("y", f, shape)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    g, params = nnvm.frontend.from_onnx(model, shape={"x": x.shape})
+    lib = nnvm.compiler.build(g, target="llvm", opt_level=3, shape={"x": x.shape},
+                              params=params)
+    got = np.asarray(lib.run(x=x)[0])
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return got, sess.run(None, {"x": x})[0]
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_softmax_matches_onnxruntime(rng, op, case):
+    shape, axis = CASES[case]
+    x = (rng.standard_normal(shape) * 4).astype("float32")
+    got, want = _both(op, list(shape), axis, x)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_nan_or_inf_poisons_only_its_row(rng, bad):
+    shape = (4, 1500)
+    x = rng.standard_normal(shape).astype("float32")
+    x[2, 1497] = bad  # in the scalar tail of the row (1500 = 93 x 16 + 12)
+    got, want = _both("Softmax", list(shape), -1, x)
+    assert np.isnan(got[2]).any() and not np.isnan(got[[0, 1, 3]]).any()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got[[0, 1, 3]], want[[0, 1, 3]], rtol=1e-5, atol=1e-6)
