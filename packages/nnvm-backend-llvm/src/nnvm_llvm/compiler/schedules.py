@@ -400,10 +400,11 @@ def _conv_tile(oc: int, ow: int, ic: int, info: ScheduleInfo) -> tuple[int, int,
     return bn, k.get("reg_n") or reg_n, k.get("rc_bn") or rc_bn
 
 
-def _spatial_tile(sch, anchor, info: ScheduleInfo):
-    """``(mr, nr)`` when ``anchor`` is a pointwise conv (1x1, stride 1, no padding) over an
-    image whose pixel count whole vectors divide (and the ``spatial`` knob does not say
-    no), else None."""
+def _spatial_tile(sch, anchor, info: ScheduleInfo, possible: bool = False):
+    """``(mr, nr)`` when ``anchor`` is a pointwise conv (1x1, stride 1, no padding) that
+    takes the pixel-GEMM template, else None: the ``spatial`` knob decides, and without it
+    the heuristic (``_spatial_default``); ``possible=True`` asks only whether the template
+    can take the conv at all, whatever the knob says (the knob space)."""
     b, c, i, j, rc, rh, rw = sch.get_loops(anchor)
     if _extent(sch, rh) != 1 or _extent(sch, rw) != 1 or _find(sch, "pad_") is not None:
         return None
@@ -412,11 +413,68 @@ def _spatial_tile(sch, anchor, info: ScheduleInfo):
     hw = _extent(sch, i) * _extent(sch, j)
     if img is None or [int(d) for d in img.shape[2:]] != [_extent(sch, i), _extent(sch, j)]:
         return None  # (strided: the image is larger than the output)
-    if info.knobs.get("spatial") is False:
-        return None
-    nr = _pick(hw, (2 * info.lanes, info.lanes))
+    # the pixel tile: the one that pads least (none when whole vectors divide the plane)
+    nr = min((2 * info.lanes, info.lanes), key=lambda n: (-(-hw // n) * n, -n))
     mr = _pick(_extent(sch, c), (8, 6, 4))
-    return (mr, nr) if nr >= info.lanes and mr >= 4 else None
+    if hw < info.lanes or mr < 4:
+        return None
+    if hw % nr and not _outputs_have_channels(sch, _extent(sch, c)):
+        # zero-padded output channels (17, 257): the write-back would need two predicates,
+        # and TVM keeps only the last one given (the other lanes stored past the end)
+        return None
+    wanted = possible or info.knobs.get("spatial", _spatial_default(
+        hw % nr == 0, _extent(sch, c), _extent(sch, rc)))
+    return (mr, nr) if wanted else None
+
+
+def _outputs_have_channels(sch, channels: int) -> bool:
+    """Whether every output the kernel writes is an NCHW image of ``channels`` channels."""
+    outs = _output_buffers(sch.mod["main"])
+    written = [w.source for blk in _blocks(sch) if _writes_output(sch, blk, outs)
+               for w in sch.get(blk).writes]
+    return bool(written) and all(len(buf.shape) == 4 and int(buf.shape[1]) == channels
+                                 for buf in written)
+
+
+def _spatial_default(whole: bool, oc: int, ic: int) -> bool:
+    """Whether the pixel GEMM beats the channel-vector template untuned. Planes whole tiles
+    divide: always (see ``_schedule_conv2d_spatial``). Padded planes (169, 196, 49, 729,
+    3025 pixels) pay for a zero-padded copy of the image and a predicated store, so only
+    where the GEMM wins by more, at least as many output channels as input ones (min of
+    7 x 200 runs, 1 thread, us, channel-vector -> GEMM: 512->1000 at 13x13 2286 -> 1779,
+    440->440 at 7x7 302 -> 222, 48->192 at 13x13 54 -> 45, 32->128 at 27x27 106 -> 75,
+    48->48 at 14x14 12.5 -> 11.1; squeezes lose: 128->16 at 55x55 147 -> 197, 512->64 at
+    13x13 102 -> 119)."""
+    return whole or oc >= ic
+
+
+def _pad_pixels(sch, anchor, padded: int, bn: int):
+    """Pad the flat pixel axis of a pointwise conv (``anchor`` over (b, c, p, rc, rh, rw),
+    writing its local buffer) to ``padded`` pixels; returns the block that copies the image
+    into its zero-padded flat buffer. Why: a pixel count whole vectors do not divide left the
+    tile's last vector predicated, which TVM scalarises for the whole kernel (13x13: 30x
+    slower), so those planes (SqueezeNet's 512->1000 classifier, 27% of its run) kept the
+    channel-vector template. ``pad_einsum`` needs plain index reads: the image is read
+    through a flat copy and the packed weights through an OIHW view, both inlined again
+    afterwards; only the padded image copy (ic x padded floats) stays."""
+    reads = [r.source for r in sch.get(anchor).reads]
+    img = next(k for k, r in enumerate(reads) if len(r.shape) == 4)
+    width = int(reads[img].shape[3])
+    xr = sch.cache_read(anchor, img, "global")
+    sch.transform_layout(xr, ("write", 0), lambda vb, vc, vi, vj: (vb, vc, vi * width + vj))
+    wr = None
+    packed = next((k for k, r in enumerate(reads) if len(r.shape) == 5), None)
+    if packed is not None:
+        wr = sch.cache_read(anchor, packed, "global")
+        sch.transform_layout(wr, ("write", 0),
+                             lambda vo, vr, vh, vw, vl: (vo * bn + vl, vr, vh, vw))
+    sch.pad_einsum(anchor, [1, 1, padded, 1, 1, 1])
+    if wr is not None:
+        sch.compute_inline(wr)
+    sch.compute_inline(xr)
+    for unpad in sch.get_consumers(anchor):
+        sch.compute_inline(unpad)
+    return sch.get_producers(anchor)[0]
 
 
 def _schedule_conv2d_spatial(sch, func, anchor, info: ScheduleInfo, mr: int, nr: int) -> None:
@@ -439,6 +497,10 @@ def _schedule_conv2d_spatial(sch, func, anchor, info: ScheduleInfo, mr: int, nr:
         vb, vc, vi * width + vj, vr, vh, vw))
     sch.transform_layout(anchor, ("write", 0), lambda vb, vc, vi, vj: (vb, vc, vi * width + vj))
     sch.transform_block_layout(wb, lambda vb, vc, vi, vj: (vb, vc, vi * width + vj))
+    hw = _extent(sch, sch.get_loops(anchor)[2])
+    xpad = None
+    if hw % nr:
+        xpad = _pad_pixels(sch, anchor, -(-hw // nr) * nr, info.conv_block or 1)
     b, c, p, rc, rh, rw = sch.get_loops(anchor)
     co, ci = sch.split(c, [None, mr])
     po, pv, pi = sch.split(p, [None, nr // info.lanes, info.lanes])
@@ -456,6 +518,8 @@ def _schedule_conv2d_spatial(sch, func, anchor, info: ScheduleInfo, mr: int, nr:
     _try(sch.vectorize, sch.get_loops(init)[-1])
     wl = sch.get_loops(wb)
     _try(sch.vectorize, sch.split(wl[-1], [None, info.lanes])[1])
+    if xpad is not None:
+        _parallel_rows(sch, xpad)
 
 
 def schedule_conv2d(sch, func, info: ScheduleInfo) -> bool:
@@ -581,7 +645,8 @@ def _matmul_space(sch, info: ScheduleInfo) -> dict:
 
 
 def _conv2d_space(sch, info: ScheduleInfo) -> dict:
-    _b, c, i, j, rc, _rh, _rw = sch.get_loops(_find(sch, "anchor_conv2d"))
+    anchor = _find(sch, "anchor_conv2d")
+    _b, c, i, j, rc, _rh, _rw = sch.get_loops(anchor)
     oc, oh, ow, ic = _extent(sch, c), _extent(sch, i), _extent(sch, j), _extent(sch, rc)
     if ow < 4 and oh >= 8:  # the column image of schedule_conv2d: rows are the tile axis
         ow = oh
@@ -592,8 +657,8 @@ def _conv2d_space(sch, info: ScheduleInfo) -> dict:
                               *((8, 16) if ow >= 16 else ())),
             "rc_bn": _choices(rc_bn, *_divisors(ic, (4, 8, 16, 32, 64, ic))),
             "unroll": [True, False],
-            **({"spatial": [True, False]} if _spatial_tile(
-                sch, _find(sch, "anchor_conv2d"), info) else {})}
+            **({"spatial": _choices(_spatial_tile(sch, anchor, info) is not None, True, False)}
+               if _spatial_tile(sch, anchor, info, possible=True) else {})}
 
 
 SPACES = {"dense": _dense_space, "matmul": _matmul_space, "conv2d": _conv2d_space,
