@@ -18,11 +18,13 @@ x 16 channels (independent accumulators), and written back NCHW (a 16-lane scatt
 position) with the epilogue fused. Channels not a multiple of 16 read the last channel again
 in the padded lanes, which are never written out.
 
-Measured (1 thread, this file's kernel against ``flat_window`` on the same box, interleaved):
-576 x 7 x 7 5 x 5 taps 1.7-2.5x faster, 1152 x 7 x 7 1.3-1.7x; a 14 x 14 plane with 5 x 5
-taps is a tie (the flat tile wastes 1.3x there) and 28 x 28 or larger planes are 2-4x
-slower (the two re-layouts cost more than the flat kernel's waste), hence
-:func:`wants_blocked`.
+Measured (1 thread, this file's kernel against ``flat_window``'s on the same box,
+alternating, on the corpus's depthwise shapes; the flat tile's waste in brackets): 576 x 7 x 7
+with 3 x 3 taps 4.7x faster (1.63), 5 x 5 3.4x (1.96); 576 x 14 x 14 3 x 3 stride 2 3.8x
+(1.31); 480 x 10 x 10 3 x 3 2.4x (1.44); 480 x 14 x 14 5 x 5 1.2x (1.47); 128 x 25 x 19 5 x 5
+1.3x (1.31). Where the flat tile wastes little the two re-layouts cost more than they save:
+480 x 20 x 20 3 x 3 (1.2) 0.6x, 240 x 14 x 14 3 x 3 (1.14) 0.45x, 192 x 20 x 20 5 x 5 (1.2)
+0.9x; hence :func:`wants_blocked`'s thresholds.
 """
 
 from __future__ import annotations
@@ -32,8 +34,11 @@ from tvm import te, tirx
 from .flat_window import FlatPlane, _padded_at, try_decompose_padding, window_work
 
 #: the flat kernel's tile must compute at least this many times the outputs (its wasted
-#: lanes) for the channel-blocked kernel to pay for its two re-layouts
-FLAT_WASTE_MIN = 1.5
+#: lanes) for the channel-blocked kernel to pay for its two re-layouts ...
+FLAT_WASTE_MIN = 1.4
+#: ... or this many when the window is strided (the flat kernel then also pays its phase
+#: copy) or has 25 taps or more (more work per re-laid-out element)
+FLAT_WASTE_MIN_STRIDED_OR_WIDE = 1.25
 #: at most this share of channel lanes may be padding (24 channels: 32 lanes, 1.33)
 CHANNEL_WASTE_MAX = 1.25
 #: output columns per register tile, in order of preference (independent accumulators)
@@ -47,7 +52,9 @@ def wants_blocked(g: FlatPlane, channels: int) -> bool:
     rows, wrow = g.tile
     lanes = g.lanes
     channel_waste = -(-channels // lanes) * lanes / channels
-    return rows * wrow >= FLAT_WASTE_MIN * g.oh * g.ow and channel_waste <= CHANNEL_WASTE_MAX
+    strided_or_wide = g.sh > 1 or g.sw > 1 or g.kh * g.kw >= 25
+    waste_min = FLAT_WASTE_MIN_STRIDED_OR_WIDE if strided_or_wide else FLAT_WASTE_MIN
+    return rows * wrow >= waste_min * g.oh * g.ow and channel_waste <= CHANNEL_WASTE_MAX
 
 
 def blocked_planes(x, g: FlatPlane, pad_value, name: str):
