@@ -4,7 +4,8 @@ treats apart: multiples of a vector, rows split into whole vectors and a scalar 
 an inner one; a NaN or inf poisons only its own row.
 
 Why: the output row is a plain loop for LLVM's vectoriser unless whole (half) vectors
-divide it, and the normalisation multiplies by the row's reciprocal sum; a tail or a
+divide it, the exponentials are computed once into a row buffer that the sum and the
+output both read, and the normalisation multiplies by the row's reciprocal sum; a tail or a
 row boundary that is off shows up here as a wrong number against the oracle."""
 
 from __future__ import annotations
@@ -64,3 +65,19 @@ def test_nan_or_inf_poisons_only_its_row(rng, bad):
     assert np.isnan(got[2]).any() and not np.isnan(got[[0, 1, 3]]).any()
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     np.testing.assert_allclose(got[[0, 1, 3]], want[[0, 1, 3]], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("width", [1500, 128, 20])
+def test_exponentials_are_computed_once(width):
+    """The scheduled kernel holds one ``exp``: the row of exponentials is a stage the sum
+    and the output both read (inlined, each exponential was computed twice)."""
+    from nnvm import sym
+    from nnvm_llvm.compiler.codegen import kernel_lowerings
+    from nnvm_llvm.compiler.schedules import schedule
+
+    y = sym.softmax(sym.Variable("x"), axis=-1)
+    graph, params = nnvm.compiler.optimize(y, shape={"x": (2, 3, width)})
+    (gl,) = kernel_lowerings(graph, params, 16)
+    info = gl.schedule_info(16)
+    text = schedule(gl.primfunc(16), info).script()
+    assert info.applied and text.count("T.exp(") == 1, text

@@ -1,8 +1,8 @@
 """Lowering rules of softmax and log-softmax (the ``softmax`` template, ``rows_schedule``).
 
-Three forms: half-precision tensors round every step as the reference kernel does; rows
-over the last axis that no vector divides are split into a vector part and a tail; every
-other case is ``topi``'s rule.
+Three forms: half-precision tensors round every step as the reference kernel does; float32
+rows over the last axis are reduced in a vector part and a tail, softmax's exponentials
+computed once into a row buffer; every other case is ``topi``'s rule.
 """
 
 from __future__ import annotations
@@ -48,36 +48,56 @@ def _half_softmax(x, axis: int, log: bool, name: str):
                                            ).astype(half), name=name)
 
 
-def _split_row_softmax(x, lanes: int, log: bool, name: str):
-    """Softmax / log-softmax over the last axis with each row reduction split into a part
-    of whole vectors and a tail: ``max = max(max(x[:, :n0]), max(x[:, n0:]))``, the same
-    for the sum of exponentials. Why: the row template computes a reduction in vector
-    lanes only when the row length is a multiple of the vector; Whisper's 1500-frame
-    attention rows (1500 = 93 x 16 + 12) ran scalar, 22 ms a softmax at 0.2 GFLOP/s,
-    more than half the encoder. The vector part takes the lanes, the tail stays scalar.
-    Same reducers and formula as ``topi.nn.softmax`` (NaN behaves as there)."""
+def _row_softmax(x, lanes: int, log: bool, name: str):
+    """Softmax / log-softmax over the last axis, each row reduction split into a part of
+    whole vectors and a tail: ``max = max(max(x[:, :n0]), max(x[:, n0:]))``, the same for
+    the sum of exponentials; softmax's exponentials computed once, into a row buffer.
+
+    Why the split: the row template computes a reduction in vector lanes only when the row
+    length is a multiple of the vector; Whisper's 1500-frame attention rows (1500 = 93 x 16
+    + 12) ran scalar, 22 ms a softmax, more than half the encoder. Why the row buffer:
+    inlined, each exponential was computed twice (for the sum, then for the output), and
+    ``exp`` is most of the work (1x3234x91: 0.47 -> 0.25 ms). The buffer is a reduction
+    over one element (:func:`_kept_stage`) so the generic inliner leaves it; the template
+    computes it under the row loop, where the row stays in L1. Same reducers and formula as
+    ``topi.nn.softmax`` (NaN behaves as there)."""
     shape = [int(d) for d in x.shape]
     n = shape[-1]
-    n0 = n - n % lanes
+    n0 = n - n % lanes if n >= 2 * lanes else 0
+    parts = [(lo, hi) for lo, hi in ((0, n0), (n0, n)) if hi > lo]
     lead = len(shape) - 1
 
-    def row_reduce(fn, part, label):
-        lo, hi = (0, n0) if part == 0 else (n0, n)
-        r = te.reduce_axis((lo, hi), f"k{label}{part}")
-        return te.compute(shape[:-1], lambda *i: fn(i, r), name=f"{name}_{label}{part}")
-    maxes = [row_reduce(lambda i, r: te.max(x[i + (r,)], axis=r), p, "max") for p in (0, 1)]
-    row_max = te.compute(shape[:-1], lambda *i: te.max(maxes[0][i], maxes[1][i]),
-                         name=name + "_rowmax")
-    sums = [row_reduce(lambda i, r: te.sum(te.exp(x[i + (r,)] - row_max[i]), axis=r), p,
-                       "sum") for p in (0, 1)]
+    def row_reduce(fn, combine, label):
+        def part(p, lo, hi):
+            r = te.reduce_axis((lo, hi), f"k{label}{p}")
+            return te.compute(shape[:-1], lambda *i: fn(i, r), name=f"{name}_{label}{p}")
+        found = [part(p, lo, hi) for p, (lo, hi) in enumerate(parts)]
+        if len(found) == 1:
+            return found[0]
+        return te.compute(shape[:-1], lambda *i: combine(found[0][i], found[1][i]),
+                          name=f"{name}_row{label}")
+    row_max = row_reduce(lambda i, r: te.max(x[i + (r,)], axis=r), te.max, "max")
 
-    def body(*i):
-        total = sums[0][i[:lead]] + sums[1][i[:lead]]
-        shifted = x[i] - row_max[i[:lead]]
-        # times the reciprocal: LLVM hoists 1 / total out of the row loop, a division per
-        # element stays in it
-        return shifted - te.log(total) if log else te.exp(shifted) * (1 / total)
-    return te.compute(shape, body, name=name)
+    def shifted(i):
+        return x[i] - row_max[i[:lead]]
+    exp = None if log else _kept_stage(shape, lambda i: te.exp(shifted(i)), name + "_exp")
+    total = row_reduce(lambda i, r: te.sum(
+        te.exp(shifted(i + (r,))) if log else exp[i + (r,)], axis=r), lambda a, b: a + b,
+        "sum")
+    if log:
+        return te.compute(shape, lambda *i: shifted(i) - te.log(total[i[:lead]]), name=name)
+    # times the reciprocal: LLVM hoists 1 / total out of the row loop, a division per
+    # element stays in it
+    return te.compute(shape, lambda *i: exp[i] * (1 / total[i[:lead]]), name=name)
+
+
+def _kept_stage(shape, fn, name: str):
+    """``fn`` materialised as a stage the schedules' inliner keeps: written as a reduction
+    over one element (``rows_schedule`` treats such a stage as a row buffer, not a row
+    statistic). The inliner inlines every elementwise stage of a kernel."""
+    unit = te.reduce_axis((0, 1), "unit")
+    return te.compute(shape, lambda *i: te.sum(fn(i) + unit.var.astype("float32") * 0,
+                                               axis=unit), name=name)
 
 
 def _softmax_rule(fn, log: bool):
@@ -85,9 +105,8 @@ def _softmax_rule(fn, log: bool):
         x = ins[0]
         if str(x.dtype) in ("float16", "bfloat16"):
             return _half_softmax(x, attrs["axis"], log, ctx.name)
-        n, lanes = int(x.shape[-1]), ctx.vector_lanes
-        if attrs["axis"] % len(x.shape) == len(x.shape) - 1 and n % lanes and n >= 2 * lanes:
-            return _split_row_softmax(x, lanes, log, ctx.name)
+        if attrs["axis"] % len(x.shape) == len(x.shape) - 1 and str(x.dtype) == "float32":
+            return _row_softmax(x, ctx.vector_lanes, log, ctx.name)
         return fn(x, attrs["axis"])
     return rule
 

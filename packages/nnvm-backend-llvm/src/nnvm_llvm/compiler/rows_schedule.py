@@ -129,7 +129,7 @@ def _kept_axes(sch, out) -> int:
     of an NCHW instance norm give 2, a softmax over the last axis ``len(shape) - 1``."""
     keep = 0
     for b in _blocks(sch):
-        if sch.get(b).same_as(sch.get(out)) or not _is_reduction(sch, b):
+        if sch.get(b).same_as(sch.get(out)) or not _is_reduction(sch, b) or _unit(sch, b):
             continue
         dims = [int(d) if isinstance(d, tvm.tirx.IntImm) else -1
                 for d in sch.get(b).writes[0].source.shape]
@@ -137,6 +137,13 @@ def _kept_axes(sch, out) -> int:
             dims.pop()
         keep = max(keep, len(dims))
     return keep
+
+
+def _unit(sch, block) -> bool:
+    """Whether ``block`` reduces over one element only: a stage a lowering rule keeps from
+    the inliner (softmax's row of exponentials), a row buffer rather than a statistic."""
+    return all(int(iv.dom.extent) == 1 for iv in sch.get(block).iter_vars
+               if int(iv.iter_type) == 2)
 
 
 def _fuse_reduction_tail(sch, block):
