@@ -39,7 +39,8 @@ def _pointwise(n, ic, oc, h, w, threads, rng, stride=1, epilogue=True):
     (1, 3, 64, 16, 16),     # an RGB stem as a 1x1
     (2, 24, 36, 8, 8),      # batch 2, 6-channel tiles
     (1, 96, 20, 4, 12),     # projection, 4-channel tiles, rows no vector divides
-    (1, 40, 48, 7, 7),      # 49 pixels: padded to 64
+    (1, 40, 48, 7, 7),      # 49 pixels: 64 would waste a quarter, channel vectors
+    (1, 40, 56, 7, 7),      # 49 pixels, 56 channels: half-vector blocks, padded to 64
     (1, 24, 40, 13, 13),    # 169 pixels padded to 176, channels no vector divides
     (2, 48, 48, 14, 14),    # 196 pixels, batch 2
     (3, 20, 36, 5, 5),      # 25 pixels, batch 3, 4-channel tiles
@@ -69,7 +70,7 @@ def test_spatial_tile_is_chosen_only_for_pointwise():
     class Ctx:
         name, packed, vector_lanes = "conv", {}, 16
 
-    def tile(kernel, stride, hw, oc=32, **knobs):
+    def tile(kernel, stride, hw, oc=32, block=None, **knobs):
         x = te.placeholder((1, 16, hw, hw), name="x")
         w = te.placeholder((oc, 16, kernel, kernel), name="w")
         attrs = {"kernel_size": (kernel, kernel), "strides": (stride, stride),
@@ -80,13 +81,14 @@ def test_spatial_tile_is_chosen_only_for_pointwise():
                                                  Ctx())
         sch = s_tir.Schedule(te.create_prim_func([x, w, y]))
         schedules.inline_all(sch, sch.mod["main"], ("pad_",))
-        info = schedules.ScheduleInfo("conv2d", knobs=knobs)
+        info = schedules.ScheduleInfo("conv2d", conv_block=block, knobs=knobs)
         return schedules._spatial_tile(sch, schedules._find(sch, "anchor_conv2d"), info)
 
     assert tile(1, 1, 16) == (8, 32)
     assert tile(1, 2, 16) is None       # strided: the image is not the output
     assert tile(3, 1, 16) is None       # not pointwise
-    assert tile(1, 1, 7) == (8, 32)     # 49 pixels: padded to 64 (16 or 32 wide alike)
+    assert tile(1, 1, 7) is None        # 49 pixels: padded to 64, a quarter wasted
+    assert tile(1, 1, 7, block=8) == (8, 32)  # unless channel vectors are half ones
     assert tile(1, 1, 13) == (8, 16)    # 169 pixels: 176 pads least
     assert tile(1, 1, 13, oc=8) is None  # a squeeze on a padded plane: channel vectors
     assert tile(1, 1, 13, oc=8, spatial=True) == (8, 16)  # unless tuned otherwise

@@ -423,7 +423,7 @@ def _spatial_tile(sch, anchor, info: ScheduleInfo, possible: bool = False):
         # and TVM keeps only the last one given (the other lanes stored past the end)
         return None
     wanted = possible or info.knobs.get("spatial", _spatial_default(
-        hw % nr == 0, _extent(sch, c), _extent(sch, rc)))
+        hw, nr, _extent(sch, c), _extent(sch, rc), info))
     return (mr, nr) if wanted else None
 
 
@@ -436,16 +436,22 @@ def _outputs_have_channels(sch, channels: int) -> bool:
                                  for buf in written)
 
 
-def _spatial_default(whole: bool, oc: int, ic: int) -> bool:
+def _spatial_default(hw: int, nr: int, oc: int, ic: int, info: ScheduleInfo) -> bool:
     """Whether the pixel GEMM beats the channel-vector template untuned. Planes whole tiles
-    divide: always (see ``_schedule_conv2d_spatial``). Padded planes (169, 196, 49, 729,
-    3025 pixels) pay for a zero-padded copy of the image and a predicated store, so only
-    where the GEMM wins by more, at least as many output channels as input ones (min of
-    7 x 200 runs, 1 thread, us, channel-vector -> GEMM: 512->1000 at 13x13 2286 -> 1779,
-    440->440 at 7x7 302 -> 222, 48->192 at 13x13 54 -> 45, 32->128 at 27x27 106 -> 75,
-    48->48 at 14x14 12.5 -> 11.1; squeezes lose: 128->16 at 55x55 147 -> 197, 512->64 at
-    13x13 102 -> 119)."""
-    return whole or oc >= ic
+    divide: always (see ``_schedule_conv2d_spatial``). Padded planes pay for a zero-padded
+    copy of the image, a predicated store and the padding lanes, so only where the GEMM
+    wins by more: at least as many output channels as input ones, and either little padding
+    (169 -> 176, 196 -> 208 pixels) or a channel-vector tile of half a vector (a channel
+    count 16 does not divide). Min of 7 x 200 runs, 1 thread, us, channel-vector -> GEMM:
+    512->1000 at 13x13 2286 -> 1779, 440->440 at 7x7 302 -> 222, 40->240 at 14x14 55 -> 39,
+    48->144 at 14x14 37 -> 28, 48->48 at 14x14 12.5 -> 11.1; losers left alone: 96->576 at
+    7x7 (49 -> 64 pixels) 63 -> 74, squeezes 128->16 at 55x55 147 -> 197, 512->64 at 13x13
+    102 -> 119."""
+    padded = -(-hw // nr) * nr
+    if padded == hw:
+        return True
+    half = (info.conv_block or info.lanes) < info.lanes
+    return oc >= ic and (8 * (padded - hw) <= padded or half)
 
 
 def _pad_pixels(sch, anchor, padded: int, bn: int):
