@@ -536,6 +536,12 @@ def schedule_conv2d(sch, func, info: ScheduleInfo) -> bool:
     if tile is not None:
         _schedule_conv2d_spatial(sch, func, anchor, info, *tile)
         return True
+    from .conv2d_rows import rows_tile, schedule_conv2d_rows
+
+    rows = rows_tile(sch, anchor, info)
+    if rows is not None:
+        schedule_conv2d_rows(sch, func, anchor, info, *rows)
+        return True
     b, c, i, j, rc, rh, rw = sch.get_loops(anchor)
     oc, ow = _extent(sch, c), _extent(sch, j)
     if ow < 4 and _extent(sch, i) >= 8:
@@ -651,6 +657,8 @@ def _matmul_space(sch, info: ScheduleInfo) -> dict:
 
 
 def _conv2d_space(sch, info: ScheduleInfo) -> dict:
+    from .conv2d_rows import rows_tile
+
     anchor = _find(sch, "anchor_conv2d")
     _b, c, i, j, rc, _rh, _rw = sch.get_loops(anchor)
     oc, oh, ow, ic = _extent(sch, c), _extent(sch, i), _extent(sch, j), _extent(sch, rc)
@@ -664,7 +672,8 @@ def _conv2d_space(sch, info: ScheduleInfo) -> dict:
             "rc_bn": _choices(rc_bn, *_divisors(ic, (4, 8, 16, 32, 64, ic))),
             "unroll": [True, False],
             **({"spatial": _choices(_spatial_tile(sch, anchor, info) is not None, True, False)}
-               if _spatial_tile(sch, anchor, info, possible=True) else {})}
+               if _spatial_tile(sch, anchor, info, possible=True) else {}),
+            **({"rows": [True, False]} if rows_tile(sch, anchor, info, possible=True) else {})}
 
 
 SPACES = {"dense": _dense_space, "matmul": _matmul_space, "conv2d": _conv2d_space,
