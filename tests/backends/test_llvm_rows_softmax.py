@@ -67,7 +67,7 @@ def test_nan_or_inf_poisons_only_its_row(rng, bad):
     np.testing.assert_allclose(got[[0, 1, 3]], want[[0, 1, 3]], rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("width", [1500, 128, 20])
+@pytest.mark.parametrize("width", [1500, 128, 37])
 def test_exponentials_are_computed_once(width):
     """The scheduled kernel holds one ``exp``: the row of exponentials is a stage the sum
     and the output both read (inlined, each exponential was computed twice)."""
