@@ -1,6 +1,6 @@
 """2-D pooling on ``llvm`` through its three window kernels, checked against the
-``reference`` target: channel-blocked on small planes (``window_blocked``), flattened for
-unit strides (``flat_window``) and along the output rows otherwise.
+``reference`` target: channel-blocked on small unit-stride planes (``window_blocked``),
+flattened for other unit strides (``flat_window``) and along the output rows otherwise.
 
 The cases cover what each kernel could get wrong: padded lanes of a channel count no vector
 divides, ``ceil_mode`` windows that hang past the input, asymmetric padding (the padded
@@ -17,13 +17,15 @@ pytest.importorskip("tvm")
 import nnvm  # noqa: E402
 import nnvm.symbol as sym  # noqa: E402
 from nnvm_llvm.compiler.flat_window import FlatPlane  # noqa: E402
+from nnvm_llvm.compiler.lowering import POOL_BLOCKED_MIN_OUTPUTS  # noqa: E402
 from nnvm_llvm.compiler.window_blocked import wants_blocked  # noqa: E402
 
 CASES = {
     # id: (input shape, pool, strides, padding (top, left, bottom, right), ceil_mode)
     "blocked_7x7_s1": ((1, 40, 7, 7), (3, 3), (1, 1), (1, 1, 1, 1), False),
-    "blocked_ceil_s2": ((2, 48, 7, 7), (3, 3), (2, 2), (0, 0, 0, 0), True),
-    "blocked_asym": ((1, 30, 6, 5), (2, 3), (1, 1), (0, 1, 1, 0), False),
+    "rows_small_ceil_s2": ((2, 48, 7, 7), (3, 3), (2, 2), (0, 0, 0, 0), True),
+    "blocked_asym": ((1, 30, 7, 8), (2, 3), (1, 1), (1, 1, 0, 0), False),
+    "flat_small_plane": ((1, 32, 5, 5), (3, 3), (1, 1), (1, 1, 1, 1), False),
     "flat_14x14_s1": ((1, 12, 14, 14), (3, 3), (1, 1), (1, 1, 1, 1), False),
     "flat_odd_s1_asym": ((2, 3, 19, 23), (5, 3), (1, 1), (2, 0, 1, 1), True),
     "rows_s2": ((1, 8, 28, 28), (3, 3), (2, 2), (1, 1, 1, 1), False),
@@ -37,9 +39,9 @@ def _takes_blocked(xs, pool, strides, padding, ceil) -> bool:
     def out(size, k, s, lo, hi):
         span = size + lo + hi - k
         return (-(-span // s) if ceil else span // s) + 1
-    g = FlatPlane(kh, kw, sh, sw, 1, 1, pt, pl, xs[2], xs[3], out(xs[2], kh, sh, pt, pb),
-                  out(xs[3], kw, sw, pl, pr), 16)
-    return wants_blocked(g, xs[1])
+    oh, ow = out(xs[2], kh, sh, pt, pb), out(xs[3], kw, sw, pl, pr)
+    g = FlatPlane(kh, kw, sh, sw, 1, 1, pt, pl, xs[2], xs[3], oh, ow, 16)
+    return sh == sw == 1 and oh * ow >= POOL_BLOCKED_MIN_OUTPUTS and wants_blocked(g, xs[1])
 
 
 def _check(kind, case, count_include_pad=False, dtype="float32"):

@@ -736,14 +736,21 @@ def _pool_rule(kind):
     return rule
 
 
+#: output positions per plane below which a pool keeps the flat kernel over the blocked one
+POOL_BLOCKED_MIN_OUTPUTS = 49
+
+
 def _pool_window(x, g: FlatPlane, pads, low, combine, ctx):
-    """The window reduction of a pool: channel-blocked on small planes (``window_blocked``),
-    flattened for unit strides (``flat_window``), else along the output rows of the padded
-    input. Measured at 1 thread, interleaved: a 3 x 3 max pool over 832 x 7 x 7 102 -> 69 us
-    blocked; over 512 x 14 x 14 127 -> 94 us flat (avg pool 133 -> 43 us), 256 x 28 x 28
-    180 -> 154 us; stride-2 pools ran alike in all three (the phase copy costs what the flat
-    vectors save), so they keep the row kernel."""
-    if wants_blocked(g, int(x.shape[1])):
+    """The window reduction of a pool: channel-blocked on small unit-stride planes
+    (``window_blocked``), flattened for other unit strides (``flat_window``), else along the
+    output rows of the padded input. Measured at 1 thread, interleaved: 3 x 3 over 832 x 7 x 7
+    blocked 69 us (max) / 28 us (avg) against flat 93 / 47 and rows 102; over 512 x 14 x 14
+    flat 94 us (max) / 43 us (avg) against rows 127 / 133. A pool has too few taps to pay
+    for the blocked kernel's two re-layouts elsewhere: 480 x 5 x 5 blocked 16 us, flat 13;
+    stride 2 over 256 x 7 x 7 blocked 18 us, rows 7. Stride-2 pools ran alike flat and in
+    rows (the phase copy costs what the flat vectors save), so they keep the row kernel."""
+    if g.sh == g.sw == 1 and g.oh * g.ow >= POOL_BLOCKED_MIN_OUTPUTS \
+            and wants_blocked(g, int(x.shape[1])):
         return blocked_window(blocked_planes(x, g, low, ctx.name), g, int(x.shape[1]),
                               combine, lambda v, *_: v, "anchor_pool")
     if g.sh == g.sw == 1:
