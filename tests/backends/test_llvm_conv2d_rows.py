@@ -69,7 +69,9 @@ def test_rows_knob_first_choice_is_the_untuned_kernel():
     for gl in convs:
         space = knob_space(gl.primfunc(16), gl.schedule_info(16))
         assert space.get("rows") == [True, False]
-        plain = schedule(gl.primfunc(16), gl.schedule_info(16))
+        untuned = gl.schedule_info(16)
+        plain = schedule(gl.primfunc(16), untuned)
+        assert untuned.applied
         first = schedule(gl.primfunc(16), gl.schedule_info(
             16, {k: v[0] for k, v in space.items()}))
         tvm.ir.assert_structural_equal(plain, first)

@@ -141,3 +141,26 @@ def test_spatial_knob_first_choice_is_the_untuned_kernel(ic, oc, hw):
         other = gl.schedule_info(16, {"spatial": not space["spatial"][0]})
         schedule(gl.primfunc(16), other)
         assert other.applied
+
+
+def test_grouped_pointwise_on_padded_plane_keeps_a_template(rng):
+    """ShuffleNet-v1's grouped 1x1 convs on 14x14 planes: not the padded GEMM (the image
+    channel depends on the output channel), but still a scheduled kernel."""
+    x = rng.standard_normal((1, 48, 14, 14)).astype("float32")
+    wt = (rng.standard_normal((96, 16, 1, 1)) * 0.2).astype("float32")
+    y = sym.conv2d(sym.Variable("x"), sym.Variable("w"), channels=96, kernel_size=(1, 1),
+                   groups=3, use_bias=False)
+    lib, got = run_weighted(y, x, {"w": wt}, 1)
+    assert lib.stats()["num_fallback_kernels"] == 0
+    from nnvm_llvm.compiler.codegen import kernel_lowerings
+    from nnvm_llvm.compiler.schedules import schedule
+    from nnvm_llvm.tuning.tuner import _prepare
+
+    graph, params = _prepare(y, {"x": x.shape}, "float32", {"w": wt}, 2)
+    for gl in kernel_lowerings(graph, params, 16):
+        info = gl.schedule_info(16)
+        schedule(gl.primfunc(16), info)
+        assert info.applied, gl.kind
+    want = np.concatenate([np.einsum("oc,nchw->nohw", wt[32 * g:32 * g + 32, :, 0, 0],
+                                     x[:, 16 * g:16 * g + 16]) for g in range(3)], axis=1)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

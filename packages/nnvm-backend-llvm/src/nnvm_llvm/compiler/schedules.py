@@ -350,6 +350,15 @@ def _matmul_tile(m: int, n: int, info: ScheduleInfo) -> tuple[int, int]:
     return info.knobs.get("mr") or mr, nr
 
 
+def _writes_a_slice(sch) -> bool:
+    """Whether the kernel's output is a slice of its anchor (a lane-padded matmul's
+    ``..._unpad``). Inlined into the write-back, the slice's predicate replaces the
+    write-back's own, so a row tile that does not divide M would store rows past the
+    output's end: the lowering pads M for the heuristic's tiles, and a tuning knob that
+    does not divide it is refused (``mr=8`` on Whisper's 1500 rows crashed ``nnvm tune``)."""
+    return any(sch.get(b).name_hint.endswith("_unpad") for b in _blocks(sch))
+
+
 def schedule_batch_matmul(sch, func, info: ScheduleInfo) -> bool:
     """Attention's activation x activation matmuls: the dense register tile per batch,
     batches and row tiles in parallel (B's row ``k`` is contiguous along ``j``)."""
@@ -359,6 +368,8 @@ def schedule_batch_matmul(sch, func, info: ScheduleInfo) -> bool:
     *batch, i, j, k = sch.get_loops(anchor)
     m, n = _extent(sch, i), _extent(sch, j)
     mr, nr = _matmul_tile(m, n, info)
+    if m % mr and _writes_a_slice(sch):
+        return False  # before any change: the caller falls back to the plain loop nest
     io, ii = sch.split(i, [None, mr])
     jo, ji = sch.split(j, [None, nr])
     sch.reorder(*batch, io, jo, k, ii, ji)
@@ -418,9 +429,12 @@ def _spatial_tile(sch, anchor, info: ScheduleInfo, possible: bool = False):
     mr = _pick(_extent(sch, c), (8, 6, 4))
     if hw < info.lanes or mr < 4:
         return None
-    if hw % nr and not _outputs_have_channels(sch, _extent(sch, c)):
+    if hw % nr and (not _outputs_have_channels(sch, _extent(sch, c))
+                    or int(img.shape[1]) != _extent(sch, rc)):
         # zero-padded output channels (17, 257): the write-back would need two predicates,
-        # and TVM keeps only the last one given (the other lanes stored past the end)
+        # and TVM keeps only the last one given (the other lanes stored past the end);
+        # grouped convs read the image at a channel computed from c, which ``pad_einsum``
+        # refuses
         return None
     wanted = possible or info.knobs.get("spatial", _spatial_default(
         hw, nr, _extent(sch, c), _extent(sch, rc), info))
@@ -651,7 +665,8 @@ def _matmul_space(sch, info: ScheduleInfo) -> dict:
     *_, i, j, _k = sch.get_loops(_find(sch, "anchor_matmul"))
     m, n = _extent(sch, i), _extent(sch, j)
     mr, nr = _matmul_tile(m, n, info)
-    return {"mr": _choices(mr, *_divisors(m, (2, 3, 4, 6, 8)), *((4, 8) if m >= 16 else ())),
+    uneven = (4, 8) if m >= 16 and not _writes_a_slice(sch) else ()
+    return {"mr": _choices(mr, *_divisors(m, (2, 3, 4, 6, 8)), *uneven),
             "nr": _choices(nr, *_divisors(n, (2 * info.lanes, info.lanes, 8)),
                            *((info.lanes,) if n >= 2 * info.lanes else ()))}
 
