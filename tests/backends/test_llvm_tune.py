@@ -250,3 +250,24 @@ def test_odd_channel_conv_row_tile_matches_reference():
     got = nnvm.compiler.build(y, target="llvm", shape=shape, params=params, tune_log="off")
     ref = nnvm.compiler.build(y, target="reference", shape=shape, params=params)
     np.testing.assert_allclose(got.run(x=xv)[0], ref.run(x=xv)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_uneven_row_tile_is_refused_where_the_output_is_a_slice():
+    """A lane-padded matmul (N = 40 is no whole vector) writes its output through a slice,
+    whose predicate replaces the write-back's: an ``mr`` that does not divide M (8 on 60
+    rows) would store rows past the output's end (it crashed ``nnvm tune`` on Whisper).
+    The space offers no such tile, and the template refuses one given anyway."""
+    a, b = sym.Variable("a"), sym.Variable("b")
+    shape = {"a": (1, 2, 60, 64), "b": (1, 2, 64, 40)}
+    graph, params = _prepare(sym.matmul(a, b), shape, "float32", {}, 2)
+    lanes = 16
+    gl = next(g for g in kernel_lowerings(graph, params, lanes) if g.kind == "matmul")
+    space = knob_space(gl.primfunc(lanes), ScheduleInfo(gl.kind, lanes))
+    assert space["mr"] and all(60 % mr == 0 for mr in space["mr"]), space
+    uneven = ScheduleInfo(gl.kind, lanes, knobs={"mr": 8})
+    schedule(gl.primfunc(lanes), uneven)
+    assert not uneven.applied
+    lib = nnvm.compiler.build(sym.matmul(a, b), target="llvm", shape=shape, tune_log="off")
+    rng = np.random.default_rng(1)
+    av, bv = (rng.standard_normal(shape[k]).astype("float32") for k in ("a", "b"))
+    np.testing.assert_allclose(lib.run(a=av, b=bv)[0], av @ bv, rtol=1e-4, atol=1e-4)
