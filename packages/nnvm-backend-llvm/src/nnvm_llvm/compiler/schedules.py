@@ -542,12 +542,25 @@ def _schedule_conv2d_spatial(sch, func, anchor, info: ScheduleInfo, mr: int, nr:
         _parallel_rows(sch, xpad)
 
 
+def _spatial_schedules(sch, func, info: ScheduleInfo, tile) -> bool:
+    """Whether the pixel-GEMM template goes through on ``sch``, tried on a copy. Why: on a
+    padded plane ``pad_einsum`` refuses reads it cannot pad (an image channel computed from
+    the output channel, a fused producer it cannot see through); failing half-way, the
+    kernel would fall to plain loops instead of the channel-vector template."""
+    trial = sch.copy()
+
+    def attempt():
+        _schedule_conv2d_spatial(trial, func, _find(trial, "anchor_conv2d"), info, *tile)
+        return True
+    return bool(_try(attempt))
+
+
 def schedule_conv2d(sch, func, info: ScheduleInfo) -> bool:
     anchor = _find(sch, "anchor_conv2d")
     if anchor is None:
         return False
     tile = _spatial_tile(sch, anchor, info)
-    if tile is not None:
+    if tile is not None and _spatial_schedules(sch, func, info, tile):
         _schedule_conv2d_spatial(sch, func, anchor, info, *tile)
         return True
     from .conv2d_rows import rows_tile, schedule_conv2d_rows
