@@ -271,3 +271,36 @@ def test_uneven_row_tile_is_refused_where_the_output_is_a_slice():
     rng = np.random.default_rng(1)
     av, bv = (rng.standard_normal(shape[k]).astype("float32") for k in ("a", "b"))
     np.testing.assert_allclose(lib.run(a=av, b=bv)[0], av @ bv, rtol=1e-4, atol=1e-4)
+
+
+def test_a_record_the_template_refuses_builds_the_heuristic_kernel(tmp_path, monkeypatch):
+    """A log written before a template changed can hold knobs the template now refuses;
+    the build then makes the untuned kernel, not the plain loop nest."""
+    from nnvm.backend import parse_target
+    from nnvm_llvm.compiler import codegen
+    from nnvm_llvm.compiler.target import tvm_target
+    from nnvm_llvm.tuning.records import append_record, workload_key
+
+    a, b = sym.Variable("a"), sym.Variable("b")
+    shape = {"a": (1, 2, 60, 64), "b": (1, 2, 64, 40)}
+    graph, params = _prepare(sym.matmul(a, b), shape, "float32", {}, 2)
+    gl = next(g for g in kernel_lowerings(graph, params, 16) if g.kind == "matmul")
+    log = str(tmp_path / "stale.jsonl")
+    append_record(log, {"workload": workload_key(gl.signature), "kernel": gl.pretty,
+                        "kind": "matmul", "target": str(tvm_target(parse_target("llvm"))),
+                        "cpu": cpu_model(), "knobs": {"mr": 8}, "seconds": 1e-6,
+                        "threads": 1, "error": None, "relative": 0.5})
+    calls = []
+
+    def spy(func, info):
+        out = schedule(func, info)
+        calls.append((info.kind, dict(info.knobs), info.applied))
+        return out
+    monkeypatch.setattr(codegen, "schedule", spy)
+    monkeypatch.setenv("NNVM_CACHE_DIR", str(tmp_path / "cache"))
+    lib = nnvm.compiler.build(sym.matmul(a, b), target="llvm", shape=shape, tune_log=log)
+    assert [c for c in calls if c[0] == "matmul"] == [("matmul", {"mr": 8}, False),
+                                                      ("matmul", {}, True)]
+    rng = np.random.default_rng(2)
+    av, bv = (rng.standard_normal(shape[k]).astype("float32") for k in ("a", "b"))
+    np.testing.assert_allclose(lib.run(a=av, b=bv)[0], av @ bv, rtol=1e-4, atol=1e-4)

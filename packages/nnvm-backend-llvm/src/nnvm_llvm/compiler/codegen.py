@@ -314,7 +314,12 @@ def _build_module(graph, params, target, config, tgt, t0) -> LLVMModule:
         if name not in funcs:
             func = cache.get_kernel(key)
             if func is None:
-                func = schedule(gl.primfunc(lanes), gl.schedule_info(lanes, knobs))
+                info = gl.schedule_info(lanes, knobs)
+                func = schedule(gl.primfunc(lanes), info)
+                if knobs and not info.applied:
+                    # a record whose knobs the template now refuses (logged before the
+                    # template changed): the heuristic's kernel, not the plain loop nest
+                    func = schedule(gl.primfunc(lanes), gl.schedule_info(lanes))
                 cache.put_kernel(key, func)
             if record:
                 applied.append({"kernel": name, "workload": record["workload"], "knobs": knobs,
