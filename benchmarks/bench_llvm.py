@@ -5,8 +5,9 @@ detector at 320x320, a MobileNetV3-backbone text detector at 640x640, a 6-layer 
 encoder at 128 tokens and one step of an LSTM voice-activity model. Each is imported with
 ``nnvm.frontend.from_onnx``, compiled for ``llvm`` at opt_level 3 (cold: empty kernel cache;
 warm: the same build again), and run next to onnxruntime on the *same* ``.onnx`` bytes at
-each thread count. Timings interleave the two runtimes call by call (``--repeat`` pairs, the
-median of each), so a noisy machine slows both alike; the load average is printed.
+each thread count. Timings interleave the two runtimes in blocks of calls of about 50 ms
+(``--repeat`` pairs of blocks, the median per call of each), so a noisy machine slows both
+alike; the load average is printed.
 
     python benchmarks/bench_llvm.py [--models yolo,ocr,bert,vad] [--threads 1,2]
                                     [--repeat 30] [--min-seconds 2]
@@ -56,19 +57,31 @@ def _build(model, feed):
     return lib, t_import, time.perf_counter() - t0
 
 
-def _interleaved(fa, fb, repeat: int, min_seconds: float) -> tuple[float, float]:
-    """Median seconds of ``fa`` and ``fb`` timed alternately (at least ``repeat`` pairs, and
-    at least ``min_seconds`` of total time), after a warm-up of each."""
+def _interleaved(fa, fb, repeat: int, min_seconds: float,
+                 block_seconds: float = 0.05) -> tuple[float, float]:
+    """Median seconds per call of ``fa`` and ``fb``, timed in alternating blocks of calls
+    (each about ``block_seconds``; at least ``repeat`` blocks each and ``min_seconds`` in
+    all), after a warm-up of each. Why blocks, not single calls: onnxruntime's workers spin
+    after each of its calls, and nnvm's after each of its own, so a call right after the
+    other runtime's would share the cores with the other's spinning threads; in blocks only
+    the first call of a block does (``corpus/bench.py`` times its runtimes the same way)."""
     for _ in range(3):
         fa()
         fb()
+
+    def block(f) -> float:
+        n, t0 = 0, time.perf_counter()
+        while True:
+            f()
+            n += 1
+            dt = time.perf_counter() - t0
+            if dt >= block_seconds:
+                return dt / n
     ta, tb = [], []
     start = time.perf_counter()
     while len(ta) < repeat or (time.perf_counter() - start < min_seconds and len(ta) < 5000):
         for f, acc in ((fa, ta), (fb, tb)) if len(ta) % 2 == 0 else ((fb, tb), (fa, ta)):
-            t0 = time.perf_counter()
-            f()
-            acc.append(time.perf_counter() - t0)
+            acc.append(block(f))
     return float(np.median(ta)), float(np.median(tb))
 
 
