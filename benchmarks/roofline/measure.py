@@ -236,18 +236,10 @@ def compute_peak(threads: list[int], model: dict, n: int = PEAK_MATMUL,
     core runs its FMAs at a boost clock; dense kernels reached 100-110 GFLOP/s per thread
     against a nominal 83, so compute-bound "x roof" figures came out below 1 and flattered
     every compute-bound kernel. The roof is never below what a real kernel reached."""
-    from onnx import TensorProto, helper
-
-    a = np.random.default_rng(0).standard_normal((n, n)).astype(np.float32)
-    node = helper.make_node("MatMul", ["a", "b"], ["y"])
-    graph = helper.make_graph(
-        [node], "peak", [helper.make_tensor_value_info("a", TensorProto.FLOAT, [n, n])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n, n])],
-        [helper.make_tensor("b", TensorProto.FLOAT, [n, n], a.T.ravel().tolist())])
-    model_proto = helper.make_model(graph, opset_imports=[
-        helper.make_opsetid("", DEFAULT_OPSET)])
-    model_proto.ir_version = 8
-    feed = {"a": a}
+    square = {"shape": [n, n], "dtype": "float32"}
+    model_proto, feed = onnx_model({"op": "MatMul", "cls": "peak", "attrs": {}, "outputs": 1,
+                                    "inputs": [{**square, "const": False},
+                                               {**square, "const": True}]})
     work = 2.0 * n ** 3
     lib = build(*import_graph(model_proto, feed), feed)
     out, notes = {}, []
@@ -256,8 +248,8 @@ def compute_peak(threads: list[int], model: dict, n: int = PEAK_MATMUL,
         lib.run(**feed)
         nnvm_s = min(lib.benchmark(repeat=max(2, int(seconds / 0.05)), warmup=1)
                      for _ in range(3))
-        ort_s = min(per_call(ort_runner(ort_session(model_proto, t), feed), seconds / 3)
-                    for _ in range(3))
+        ort_call = ort_runner(ort_session(model_proto, t), feed)
+        ort_s = min(per_call(ort_call, seconds / 3) for _ in range(3))
         ort_g, nnvm_g = work / ort_s / 1e9, work / nnvm_s / 1e9
         out[t] = max(model[t], ort_g, nnvm_g)
         notes.append(f"{t}t MatMul {n}^3 onnxruntime {ort_g:.0f}, nnvm {nnvm_g:.0f}, "
