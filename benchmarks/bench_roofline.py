@@ -9,8 +9,10 @@ attainable GFLOP/s = min(peak, arithmetic intensity x memory bandwidth), with th
 corpus (``roofline.grid``; extracted once and cached as JSON), bounded per class.
 
 For each workload: a one-op ONNX graph, imported and built for ``llvm`` (opt_level 3), timed
-per thread count (median of ``--blocks`` blocks of ``--min-seconds``, kernels on bound inputs)
-next to onnxruntime on the same graph (context: a kernel slower than onnxruntime's is a
+per thread count (median of ``--blocks`` blocks of ``--min-seconds``, kernels on bound inputs,
+timed inside nnvm's C executor so that a sub-microsecond kernel is not measured as the cost of
+a Python call) next to onnxruntime on the same graph (through its Python API with bound
+inputs, so its figure for a tiny kernel includes that API's per-call cost) (context: a kernel slower than onnxruntime's is a
 schedule problem whatever the roof says). Printed per workload: achieved and attainable
 GFLOP/s and "x roof" = attainable / achieved (1.0 = on the roof, 2.0 = half of it); per class
 the worst and median "x roof" and how many are within 2x.
@@ -42,6 +44,14 @@ from roofline import grid, measure  # noqa: E402
 
 #: a workload is on target when its time is within this factor of the roofline's
 TARGET = 2.0
+
+
+def _size(nbytes: int) -> str:
+    """64B, 16K, 4M: a stream's traffic in the header."""
+    for unit, shift in (("M", 20), ("K", 10)):
+        if nbytes >= 1 << shift:
+            return f"{nbytes >> shift}{unit}"
+    return f"{nbytes}B"
 
 
 def describe(w: dict) -> str:
@@ -221,7 +231,7 @@ def sweep(workloads: list[dict], threads: list[int], blocks: int = 5, seconds: f
         if curves:
             curves[hi] = [(n, max(a, b)) for (n, a), (_, b) in zip(curves[hi], curves[lo])]
     bw_text = ", ".join(f"{bws[t]:.1f} GB/s at {t}t" for t in threads) + f" ({bw_how})"
-    cache_text = "; ".join(f"{t}t " + " ".join(f"{n >> 10}K:{g:.0f}" for n, g in curves[t])
+    cache_text = "; ".join(f"{t}t " + " ".join(f"{_size(n)}:{g:.0f}" for n, g in curves[t])
                            for t in threads) if curves else "-"
     log(f"peak {'; '.join(hows)}")
     log(f"DRAM bandwidth {bw_text}; load average {load0:.2f}; {len(workloads)} workloads")

@@ -26,6 +26,8 @@ from bench import block_timer as per_call  # noqa: E402 - shared with the corpus
 DEFAULT_OPSET = 17
 #: bytes of each array of the streaming kernels that measure bandwidth (far beyond any cache)
 STREAM_BYTES = 256 << 20
+#: most runs in one timing block (a 20-ns kernel still fills a block of a few ms)
+MAX_RUNS = 1_000_000
 
 
 def onnx_model(w: dict, seed: int = 0):
@@ -145,10 +147,11 @@ def ort_runner(sess, feed: dict):
 
 def nnvm_block(lib, seconds: float):
     """A block timer for an nnvm module: ``lib.benchmark`` (its kernels on bound inputs,
-    each run timed alone, median) over about ``seconds``; a timing loop here would add more
-    Python per call than a small kernel takes."""
+    timed inside the C executor in samples of back-to-back runs, median) over about
+    ``seconds``; a timing loop here would add more Python per call than a small kernel
+    takes."""
     once = lib.benchmark(repeat=3, warmup=1)
-    repeat = int(min(100000, max(3, seconds / max(once, 1e-7))))
+    repeat = int(min(MAX_RUNS, max(3, seconds / max(once, 1e-9))))
     return lambda: lib.benchmark(repeat=repeat, warmup=1)
 
 
@@ -258,15 +261,15 @@ def compute_peak(threads: list[int], model: dict, n: int = PEAK_MATMUL,
     return out, "GFLOP/s: " + "; ".join(notes)
 
 
-#: traffic (bytes read + written) of the cache-level streams: 1 KiB (one call's cost) to
+#: traffic (bytes read + written) of the cache-level streams: 64 B (one call's cost) to
 #: 256 MiB (DRAM)
-CACHE_TRAFFIC = tuple(1 << (10 + 2 * k) for k in range(10))
+CACHE_TRAFFIC = tuple(1 << (6 + 2 * k) for k in range(12))
 
 
 def cache_bandwidth(threads: list[int], traffic_sizes=CACHE_TRAFFIC,
                     seconds: float = 0.02) -> dict:
     """``{threads: [(traffic bytes, GB/s), ...]}``: what the ``llvm`` stream kernel reaches
-    moving that much data, from a call that is all overhead (1 KiB) through the cache levels
+    moving that much data, from a call that is all overhead (64 B) through the cache levels
     to DRAM.
 
     Why: the sweep repeats each kernel on the same buffers, so a workload of a few hundred KB
@@ -281,7 +284,7 @@ def cache_bandwidth(threads: list[int], traffic_sizes=CACHE_TRAFFIC,
         for t in threads:
             lib.set_num_threads(t)
             once = lib.benchmark(repeat=3, warmup=1)
-            repeat = int(min(20000, max(3, seconds / max(once, 1e-7))))
+            repeat = int(min(MAX_RUNS, max(3, seconds / max(once, 1e-9))))
             best = min(lib.benchmark(repeat=repeat, warmup=1) for _ in range(3))
             curve[t].append((traffic, traffic / best / 1e9))
         del lib

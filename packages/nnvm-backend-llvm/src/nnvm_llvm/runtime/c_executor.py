@@ -33,7 +33,8 @@ _SOURCE = os.path.join(_HERE, "c_executor.c")
 _DEPLOY = os.path.join(os.path.dirname(_HERE), "deploy")
 _HEADER = os.path.join(_DEPLOY, "nnvm_executor.h")
 _MODES = ("auto", "c", "python")
-_FUNCTIONS = ("nnvm_exec_create", "nnvm_exec_run", "nnvm_exec_failed_step", "nnvm_exec_destroy")
+_FUNCTIONS = ("nnvm_exec_create", "nnvm_exec_run", "nnvm_exec_time", "nnvm_exec_failed_step",
+              "nnvm_exec_destroy")
 
 _lock = threading.Lock()
 _state: dict = {}  # "lib": loaded tvm_ffi module, or "reason": why it cannot be had
@@ -192,6 +193,7 @@ class CExecutor:
             func_arr.ctypes.data, len(steps), step_arr.ctypes.data, args_arr.ctypes.data,
             len(step_args)))
         self.run = lib["nnvm_exec_run"]  # run(handle, lo, hi)
+        self.time = lib["nnvm_exec_time"]  # time(handle, lo, hi, repeat) -> nanoseconds
         self._failed = lib["nnvm_exec_failed_step"]
         self.num_steps = len(steps)
         self._free = weakref.finalize(self, _destroy, lib["nnvm_exec_destroy"], self.handle)
