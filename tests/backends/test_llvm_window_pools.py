@@ -29,6 +29,11 @@ CASES = {
     "flat_14x14_s1": ((1, 12, 14, 14), (3, 3), (1, 1), (1, 1, 1, 1), False),
     "flat_odd_s1_asym": ((2, 3, 19, 23), (5, 3), (1, 1), (2, 0, 1, 1), True),
     "rows_s2": ((1, 8, 28, 28), (3, 3), (2, 2), (1, 1, 1, 1), False),
+    # the row kernel's pieces (pool_rows): non-overlapping windows in pieces of 4 outputs,
+    # rows no vector divides (55 outputs: the whole row), a piece that is not a vector
+    "rows_nonoverlap_2x2_s2": ((2, 5, 16, 24), (2, 2), (2, 2), (0, 0, 0, 0), False),
+    "rows_odd_row_ceil_s2": ((1, 3, 111, 111), (3, 3), (2, 2), (0, 0, 0, 0), True),
+    "rows_nonoverlap_odd_pad": ((1, 4, 9, 13), (2, 2), (2, 2), (1, 0, 0, 1), True),
 }
 
 
@@ -72,6 +77,6 @@ def test_avg_pool_matches_reference(case, count_include_pad):
     _check("avg", case, count_include_pad)
 
 
-@pytest.mark.parametrize("case", ["blocked_7x7_s1", "flat_odd_s1_asym"])
+@pytest.mark.parametrize("case", ["blocked_7x7_s1", "flat_odd_s1_asym", "rows_s2"])
 def test_int_max_pool_pads_with_the_dtype_minimum(case):
     _check("max", case, dtype="int32")

@@ -11,6 +11,7 @@ kernels can change without touching the dense and conv templates.
 from __future__ import annotations
 
 from .flat_window import flat_space, is_flat, schedule_flat
+from .pool_rows import pool_rows_space, schedule_pool_rows
 from .window_blocked import blocked_space, is_blocked, schedule_blocked
 from .schedules import (PARALLEL_MIN_WORK, ScheduleInfo, _choices, _divisors, _epilogue_into,
                         _extent, _find, _parallel_rows, _pick, _try)
@@ -25,6 +26,9 @@ def schedule_window(sch, func, info: ScheduleInfo, prefix: str) -> bool:
         return schedule_blocked(sch, anchor, info, _extent, PARALLEL_MIN_WORK)
     if is_flat(sch, anchor):
         return schedule_flat(sch, anchor, info, _extent, PARALLEL_MIN_WORK)
+    if prefix == "anchor_pool":
+        return schedule_pool_rows(sch, anchor, _find(sch, "pad_"), info, _extent,
+                                  PARALLEL_MIN_WORK, lambda wb: _epilogue_into(sch, func, wb))
     loops = sch.get_loops(anchor)
     b, c, i, j = loops[:4]
     red = loops[4:]
@@ -57,6 +61,8 @@ def window_space(sch, info: ScheduleInfo, prefix: str) -> dict:
         return blocked_space(sch, anchor, info, _extent, PARALLEL_MIN_WORK)
     if is_flat(sch, anchor):
         return flat_space(sch, anchor, info, _extent, PARALLEL_MIN_WORK)
+    if prefix == "anchor_pool":
+        return pool_rows_space(sch, anchor, info, _extent, PARALLEL_MIN_WORK)
     b, c, i, j = sch.get_loops(anchor)[:4]
     ow = _extent(sch, j)
     rows = _extent(sch, b) * _extent(sch, c) * _extent(sch, i)
