@@ -14,8 +14,8 @@ build imports it) with two faster forms:
 
 ``dense`` gets the same panels; an N that no vector width divides is zero-padded to a
 multiple of one vector (``gemm_block``). An activation x activation matmul whose N lies
-between half a vector and two (attention's 15-wide ``P @ V`` heads) is zero-padded to whole
-vectors too (``pads_narrow_n``). Other cases keep the original rules.
+between one vector and two is zero-padded to whole vectors too (``pads_narrow_n``). Other
+cases keep the original rules.
 """
 
 from __future__ import annotations
@@ -84,13 +84,13 @@ def packed_gemm(x, w, bn: int, n: int, bias=None, name: str = "gemm"):
 
 def pads_narrow_n(attrs, shapes, n: int, lanes: int) -> bool:
     """Whether an activation x activation matmul's N is zero-padded to whole vectors here:
-    N above half a vector that no vector divides, below the two vectors from which the
-    plain lowering pads it itself. Why: the ``matmul`` template vectorises along N, and a
-    tile width that divides 15 is 1, so ``1x8x40x40 @ 1x8x40x15`` ran scalar at 8 GFLOP/s,
-    8.5x slower than the transposed shape of the same FLOPs; padded to 16 it is one
-    masked-free vector per row (1/16 of the lanes wasted)."""
+    N between one vector and two that no vector divides, below the two vectors from which
+    the plain lowering pads it itself. Why: the ``matmul`` template vectorises along N and
+    its tile width must divide N, so a 24-wide N got 8-lane tiles and a 17- or 31-wide one
+    scalar code; a tile as wide as the row (what ``schedules._matmul_tile`` does for rows
+    narrower than a vector) ran 7-10x slower than the padded 32-wide tile at these widths."""
     return (not attrs.get("transpose_b") and all(s is not None and len(s) >= 2 for s in shapes)
-            and lanes // 2 < n < 2 * lanes and n % lanes != 0)
+            and lanes < n < 2 * lanes and n % lanes != 0)
 
 
 def _matmul(attrs, ins, outs, ctx):

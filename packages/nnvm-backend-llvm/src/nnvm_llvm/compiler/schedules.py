@@ -345,6 +345,14 @@ def _matmul_tile(m: int, n: int, info: ScheduleInfo) -> tuple[int, int]:
     # one predicated) instead of 1 x 1 scalar ones, as for conv widths
     if nr < 4 and n >= 2 * info.lanes:
         nr = info.lanes
+    if 4 < n < info.lanes and nr < n and "nr" not in info.knobs:
+        # a row narrower than one vector that no smaller vector divides (attention's
+        # 15-wide heads): one odd-width vector over the whole row, which LLVM lowers to
+        # masked full-width operations; a divisor tile was 1 wide and the kernel scalar
+        # (1x8x40x40 @ 1x8x40x15 at 8 GFLOP/s, 10x slower than this). Rows wider than a
+        # vector are zero-padded by the lowering instead (``gemm.pads_narrow_n``): 24- and
+        # 31-lane vectors ran 7-10x slower than the padded 32-wide tile
+        nr = n
     if mr < 3 and m >= 16:
         mr = 4
     return info.knobs.get("mr") or mr, nr
