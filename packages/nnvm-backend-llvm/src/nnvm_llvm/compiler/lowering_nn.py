@@ -518,9 +518,15 @@ def _lrn(attrs, ins, outs, ctx):
 
         def window(i):
             return sq[i]
-    return te.compute(shape, lambda *i: (x[i].astype(acc) / _pow_const(
-        _const(bias, acc) + _const(alpha / size, acc) * window(i), beta, acc)).astype(dtype),
-        name=ctx.name)
+
+    def body(*i):
+        # the denominator's base bound once: as a repeated expression each root of
+        # _pow_const recomputed it, and LLVM kept three roots an element, not two (LRN
+        # 1x192x27x27: 89 -> 64 us at 1 thread)
+        base = tvm.tirx.Var("lrn_base", acc)
+        return tvm.tirx.Let(base, _const(bias, acc) + _const(alpha / size, acc) * window(i),
+                            (x[i].astype(acc) / _pow_const(base, beta, acc)).astype(dtype))
+    return te.compute(shape, body, name=ctx.name)
 
 
 @register("hardmax", "softmax")
