@@ -31,6 +31,7 @@ CASES = {
     "rows_34_two_element_tail": ((5, 7, 34), -1),
     "rows_6625_long_one_element_tail": ((1, 3, 6625), -1),
     "rows_197": ((1, 2, 13, 197), -1),
+    "rows_40_half_vectors": ((1, 8, 40, 40), 3),
     "rows_20_inner_axis": ((10, 20, 3), 1),
     "rows_2": ((1, 55, 75, 2), 3),
     "one_element_rows": ((6, 1), -1),

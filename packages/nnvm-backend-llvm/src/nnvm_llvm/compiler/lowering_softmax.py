@@ -1,8 +1,8 @@
 """Lowering rules of softmax and log-softmax (the ``softmax`` template, ``rows_schedule``).
 
 Three forms: half-precision tensors round every step as the reference kernel does; float32
-rows over the last axis at least two vectors long are reduced in a vector part and a tail,
-softmax's exponentials computed once into a row buffer; every other case is ``topi``'s
+rows over the last axis at least two vectors long are reduced in a vector part and a tail
+(a short row that whole half vectors divide in one part), softmax's exponentials computed once into a row buffer; every other case is ``topi``'s
 rule.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 from tvm import te, topi
 
 from .lowering import _nan_reduce, nan_max, register
+from .rows_schedule import SHORT_ROW_VECTORS
 
 
 def _half_softmax(x, axis: int, log: bool, name: str):
@@ -64,7 +65,10 @@ def _row_softmax(x, lanes: int, log: bool, name: str):
     ``topi.nn.softmax`` (NaN behaves as there)."""
     shape = [int(d) for d in x.shape]
     n = shape[-1]
-    n0 = n - n % lanes
+    # a short row whole half vectors divide (40) stays one part: the template reduces it in
+    # half-vector partials, and a tail of 8 was a scalar chain of dependent maxima and sums
+    short = n < SHORT_ROW_VECTORS * lanes and n % (lanes // 2) == 0
+    n0 = n if short else n - n % lanes
     parts = [(lo, hi) for lo, hi in ((0, n0), (n0, n)) if hi > lo]
     lead = len(shape) - 1
 
