@@ -96,7 +96,8 @@ def pads_narrow_n(attrs, shapes, n: int, lanes: int) -> bool:
 def _matmul(attrs, ins, outs, ctx):
     if 1 not in ctx.packed:
         shapes = [tuple(t.shape) for t in ins]
-        if pads_narrow_n(attrs, shapes, int(outs[0][0][-1]), ctx.vector_lanes):
+        n = int(outs[0][0][-1]) if len(outs[0][0]) else 1  # a vector . vector is a scalar
+        if pads_narrow_n(attrs, shapes, n, ctx.vector_lanes):
             return lowering._lane_padded_matmul(attrs, *ins, outs, ctx)  # noqa: SLF001
         return _PLAIN["matmul"].compute(attrs, ins, outs, ctx)
     x, w = ins
