@@ -128,7 +128,8 @@ def test_conv_nd_knobs_first_choice_is_the_untuned_kernel():
                              (1, 48, 4, 12, 14), "float32", "conv", 16)
     func = te.create_prim_func([x, w, y])
     space = schedules.knob_space(func, schedules.ScheduleInfo("conv_nd", 16))
-    assert set(space) == {"reg_n", "rc_bn", "unroll"}
+    assert set(space) == {"reg_h", "reg_n", "rc_bn", "unroll"}
+    assert space["reg_h"][0] == 1  # 14 columns: enough accumulators in one row
     assert all(len(set(map(repr, v))) == len(v) for v in space.values()), space
     plain = schedules.schedule(func, schedules.ScheduleInfo("conv_nd", 16))
     first = schedules.schedule(func, schedules.ScheduleInfo(
@@ -139,6 +140,34 @@ def test_conv_nd_knobs_first_choice_is_the_untuned_kernel():
             info = schedules.ScheduleInfo("conv_nd", 16, knobs={knob: choice})
             schedules.schedule(func, info)
             assert info.applied, (knob, choice)
+
+
+def test_narrow_conv_nd_tiles_rows_too():
+    """A 3-D conv two columns wide (an ONNX test model's shape) takes rows of the next axis
+    into its register tile (``reg_h``), so its FMA chains overlap; the kernel stays exact."""
+    import tvm
+    from tvm import te
+
+    from nnvm_llvm.compiler import conv_nd, schedules
+
+    rng = np.random.default_rng(3)
+    xv = rng.standard_normal((2, 4, 4, 5, 4)).astype("float32")
+    wv = rng.standard_normal((6, 2, 3, 3, 3)).astype("float32")
+    x, w = te.placeholder(xv.shape, name="x"), te.placeholder(wv.shape, name="w")
+    y = conv_nd.blocked_conv(x, w, None, (1, 1, 1), (0, 0, 0), (1, 1, 1), 2,
+                             (2, 6, 2, 3, 2), "float32", "conv", 16)
+    func = te.create_prim_func([x, w, y])
+    space = schedules.knob_space(func, schedules.ScheduleInfo("conv_nd", 16))
+    assert space["reg_n"][0] == 2 and space["reg_h"][0] == 3, space
+    info = schedules.ScheduleInfo("conv_nd", 16)
+    lib = tvm.compile(schedules.schedule(func, info), target="llvm")
+    assert info.applied
+    out = tvm.runtime.tensor(np.zeros((2, 6, 2, 3, 2), "float32"))
+    lib(tvm.runtime.tensor(xv), tvm.runtime.tensor(wv), out)
+    windows = np.lib.stride_tricks.sliding_window_view(xv, (3, 3, 3), axis=(2, 3, 4))
+    ref = np.concatenate([np.einsum("bcdhwxyz,ocxyz->bodhw", windows[:, 2 * g:2 * g + 2],
+                                    wv[3 * g:3 * g + 3]) for g in range(2)], axis=1)
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4, atol=1e-4)
 
 
 def _as_dtype(model, np_dtype):

@@ -52,7 +52,12 @@ def schedule_conv_nd(sch, func, info) -> bool:
     co, ci = sch.split(c, [None, bn])
     jo, ji = sch.split(j, [None, reg_n])
     rco, rci = sch.split(rc, [None, rc_bn])
-    sch.reorder(b, *rows, co, rco, jo, rci, *taps, ji, ci)
+    reg_h = info.knobs.get("reg_h") or _row_tile(sch, rows, reg_n)
+    tile_rows = []
+    if reg_h > 1:
+        ro, ri = sch.split(rows[-1], [None, reg_h])
+        rows, tile_rows = [*rows[:-1], ro], [ri]
+    sch.reorder(b, *rows, co, rco, jo, rci, *taps, *tile_rows, ji, ci)
     wb = sch.cache_write(anchor, 0, "local")
     # channel lane innermost in the register tile, or its vector stores become scatters
     S._try(sch.transform_layout, anchor, ("write", 0),
@@ -64,7 +69,8 @@ def schedule_conv_nd(sch, func, info) -> bool:
     if info.knobs.get("parallel", work >= S.PARALLEL_MIN_WORK):
         S._try(sch.parallel, outer)  # before decompose_reduction: after it, TVM refuses
     if info.knobs.get("unroll", True):
-        S._try(sch.unroll, ji)
+        for lp in (*tile_rows, ji):
+            S._try(sch.unroll, lp)
     S._try(sch.vectorize, ci)
     init = sch.decompose_reduction(anchor, rco)
     init_loops = sch.get_loops(init)
@@ -75,6 +81,24 @@ def schedule_conv_nd(sch, func, info) -> bool:
         if blk is not None:
             S._parallel_rows(sch, blk)
     return True
+
+
+#: independent accumulators a register tile wants at least: an FMA's latency (4 cycles) times
+#: the one 512-bit FMA issued per cycle, with room to spare
+MIN_ACCUMULATORS = 6
+
+
+def _row_tile(sch, rows, reg_n: int) -> int:
+    """Output rows per register tile (1: the tile is one row of ``reg_n`` columns).
+
+    Why: a narrow last axis (a 3-D test conv 2 columns wide) leaves ``reg_n`` accumulators,
+    so every tap waits on the previous tap's FMA (latency-bound at a quarter of the FMA
+    rate); taking a few rows of the next axis into the tile gives the chains to overlap."""
+    if reg_n >= MIN_ACCUMULATORS or not rows:
+        return 1
+    h = S._extent(sch, rows[-1])
+    return max((d for d in range(1, h + 1) if h % d == 0 and d * reg_n <= 2 * MIN_ACCUMULATORS),
+               default=1)
 
 
 def _unpad_at(sch, wb, co) -> None:
@@ -95,7 +119,12 @@ def conv_nd_space(sch, info) -> dict:
     _anchor, (spatial, reduce) = _anchor_loops(sch)
     ow, ic = S._extent(sch, spatial[-1]), S._extent(sch, reduce[0])
     _bn, reg_n, rc_bn = _conv_nd_tile(sch, spatial, reduce, info)
-    return {"reg_n": S._choices(reg_n, *S._divisors(ow, (4, 6, 7, 8, 12, 14, 16, 28)),
+    rows = spatial[2:-1]
+    reg_h = _row_tile(sch, rows, reg_n)
+    extra = {"reg_h": S._choices(reg_h, *S._divisors(S._extent(sch, rows[-1]), (1, 2, 3, 4)))} \
+        if rows else {}
+    return {**extra,
+            "reg_n": S._choices(reg_n, *S._divisors(ow, (4, 6, 7, 8, 12, 14, 16, 28)),
                                 *((8, 16) if ow >= 16 else ())),
             "rc_bn": S._choices(rc_bn, *S._divisors(ic, (4, 8, 16, 32, 64, ic))),
             "unroll": [True, False]}
