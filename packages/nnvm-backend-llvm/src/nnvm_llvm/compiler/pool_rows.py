@@ -56,19 +56,9 @@ def schedule_pool_rows(sch, anchor, pad, info, extent, parallel_min_work: int,
         sch.parallel(bc)
     sch.decompose_reduction(anchor, red[0])
     if pad is not None:
-        try_decompose_padding(sch, pad)
+        try_decompose_padding(sch, pad, info.lanes)
         _vector_copy(sch, pad, extent, info.lanes)
-        fill = _find_block(sch, sch.get(pad).name_hint + "_pad_const")
-        if fill is not None:  # one flat store loop (LLVM: vector stores), not rows
-            sch.fuse(*sch.get_loops(fill)[1:])
     return True
-
-
-def _find_block(sch, name: str):
-    try:
-        return sch.get_sblock(name)
-    except Exception:  # noqa: BLE001 - no such block (nothing to pad)
-        return None
 
 
 def _vector_copy(sch, block, extent, lanes: int) -> None:

@@ -135,7 +135,7 @@ def schedule_blocked(sch, anchor, info, extent, parallel_min_work: int) -> bool:
     sch.vectorize(sch.get_loops(acc)[-1])
     # the re-layouts: one gather (input) and one scatter (output) of 16 lanes per position
     _vectorize_last(sch, planes)
-    try_decompose_padding(sch, planes)
+    try_decompose_padding(sch, planes, info.lanes)
     for consumer in consumers:
         _channels_last(sch, consumer)
     return True
