@@ -109,20 +109,16 @@ def _vs_onnxruntime(model, feed, rtol=1e-5, atol=1e-5):
     return lib.stats()
 
 
-@pytest.mark.parametrize("op,direction,extra", [
-    ("LSTM", "forward", {}), ("LSTM", "bidirectional", {}),
-    ("GRU", "reverse", {"linear_before_reset": 1}), ("GRU", "forward", {}),
-    ("RNN", "bidirectional", {})])
-def test_recurrent_sequence_matches_onnxruntime(rng, op, direction, extra):
-    """A sequence (the VAD-over-chunks and CNN+LSTM OCR shape) against onnxruntime."""
+def _sequence_model(rng, op, seq, batch, n_in, hid, **attrs):
+    """``(model, feed)``: one ONNX recurrent node with W, R, B initializers and initial
+    states fed."""
     pytest.importorskip("onnx")
     from onnx import TensorProto, helper, numpy_helper
 
-    seq, batch, n_in, hid = 9, 2, 6, 16
-    g, d = GATES[op.lower()], 2 if direction == "bidirectional" else 1
+    g, d = GATES[op.lower()], 2 if attrs.get("direction") == "bidirectional" else 1
     outs = ["Y", "Yh"] + (["Yc"] if op == "LSTM" else [])
     ins = ["x", "W", "R", "B", "", "h"] + (["c"] if op == "LSTM" else [])
-    node = helper.make_node(op, ins, outs, hidden_size=hid, direction=direction, **extra)
+    node = helper.make_node(op, ins, outs, hidden_size=hid, **attrs)
     inits = [numpy_helper.from_array(rng.uniform(-0.5, 0.5, s).astype("float32"), n)
              for n, s in (("W", (d, g * hid, n_in)), ("R", (d, g * hid, hid)),
                           ("B", (d, 2 * g * hid)))]
@@ -133,6 +129,40 @@ def test_recurrent_sequence_matches_onnxruntime(rng, op, direction, extra):
     model = _onnx_model([node], [helper.make_tensor_value_info(k, TensorProto.FLOAT, s)
                                  for k, s in shapes.items()],
                         [(n, 4 if n == "Y" else 3) for n in outs], inits, opset=14)
+    return model, feed
+
+
+@pytest.mark.parametrize("op,direction,extra", [
+    ("LSTM", "forward", {}), ("LSTM", "bidirectional", {}),
+    ("GRU", "reverse", {"linear_before_reset": 1}), ("GRU", "forward", {}),
+    ("RNN", "bidirectional", {})])
+def test_recurrent_sequence_matches_onnxruntime(rng, op, direction, extra):
+    """A sequence (the VAD-over-chunks and CNN+LSTM OCR shape) against onnxruntime."""
+    model, feed = _sequence_model(rng, op, 9, 2, 6, 16, direction=direction, **extra)
+    stats = _vs_onnxruntime(model, feed)
+    assert stats["num_fallback_kernels"] == 0, stats["unsupported_ops"]
+
+
+#: (op, seq, batch, n_in, hid, attrs) whose products take the kernel's dot tiles
+#: (``gemm_dots``: hidden size and k whole vectors; multiples of 16 cover 8- and 16-lane
+#: targets): several tiles per gate, both directions, batch > 1, input rows below and
+#: above ``DOTS_MAX_ROWS`` (40 rows: panels from the in-register transpose), GRU with the
+#: reset before R (its second product starts at weight row 2H)
+DOT_TILES = [
+    ("LSTM", 8, 1, 32, 32, {}),
+    ("LSTM", 1, 1, 48, 64, {}),
+    ("LSTM", 5, 2, 16, 16, {"direction": "bidirectional"}),
+    ("LSTM", 20, 2, 32, 16, {"direction": "reverse"}),
+    ("GRU", 6, 2, 32, 32, {}),
+    ("GRU", 4, 1, 16, 48, {"linear_before_reset": 1, "direction": "bidirectional"}),
+    ("RNN", 3, 3, 16, 32, {}),
+]
+
+
+@pytest.mark.parametrize("op,seq,batch,n_in,hid,attrs", DOT_TILES,
+                         ids=[f"{c[0]}-{c[1]}x{c[2]}x{c[3]}-h{c[4]}" for c in DOT_TILES])
+def test_recurrent_dot_tiles_match_onnxruntime(rng, op, seq, batch, n_in, hid, attrs):
+    model, feed = _sequence_model(rng, op, seq, batch, n_in, hid, **attrs)
     stats = _vs_onnxruntime(model, feed)
     assert stats["num_fallback_kernels"] == 0, stats["unsupported_ops"]
 

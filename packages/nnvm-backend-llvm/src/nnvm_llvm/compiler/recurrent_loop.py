@@ -12,12 +12,16 @@ directly in TIR (TVM's IR builder), in the order onnxruntime's CPU kernel runs i
    arithmetic, vectorised over hidden units (each gate padded to ``Hp``, a multiple of the
    vector width), writing ``Y`` and the carried state.
 
-The weights reach the kernel as the model stores them (rows contiguous in ``k``). With
-enough rows to repay it (``PANEL_MIN_STEPS``), each matrix is transposed once per call into
-column panels and the products run as register tiles of column vectors with ``k``
-broadcast (no horizontal sums: a 128-unit LSTM over 512 frames went from 3x to about 1x
-onnxruntime); short sequences (the per-frame streaming step) take dot products on the rows
-instead, as the transpose would cost more than the step.
+The weights reach the kernel as the model stores them (rows contiguous in ``k``). When
+the hidden size and ``k`` are whole vectors, products run as tiles of ``lanes`` weight rows
+(one vector of partial sums per row, then a shuffle reduction that leaves one vector of
+``lanes`` columns, ``gemm_dots``): nothing is transposed per call. Transposing the weights
+into column panels every call (the earlier form for 8 steps and more) read and wrote them
+once more per call, which on a 128-unit LSTM over 8 steps outgrew L2 and cost more than
+the steps (81 -> 41 us, onnxruntime 39 us); on a 512-unit bidirectional LSTM over 20 steps
+5.6 -> 2.2 ms (onnxruntime 3.4 ms). Only the input projection of many rows
+(``DOTS_MAX_ROWS``) still takes panels, as the dots re-read the weights per row; sizes the
+dot tiles do not fit take panels (long sequences) or dot products reduced by halving.
 
 Both directions of a bidirectional layer run in parallel when the thread pool has two
 workers and the work is large enough. Every ONNX attribute the reference kernel
@@ -103,6 +107,13 @@ def input_slots(kind: str, attrs) -> list[str]:
     return out
 
 
+#: input rows (steps x batch) below which the input projection takes ``gemm_dots`` on the
+#: weights as stored rather than transposing them into panels: the dots re-read the
+#: weights per row, the transpose reads and writes them once per call (on a 512-unit
+#: bidirectional LSTM over 20 steps the dots took 2.2 ms where transpose and panels took
+#: 9 ms; on a 128-unit GRU over 64 steps the panels won, 190 vs 240 us)
+DOTS_MAX_ROWS = 32
+
 #: sequence length from which the recurrent weights are transposed into column panels once
 #: per call (about the cost of a few steps) instead of read as rows by dot products
 PANEL_MIN_STEPS = 8
@@ -114,6 +125,60 @@ def _ceil(n: int, m: int) -> int:
 
 def _tile(n: int, prefs) -> int:
     return next((p for p in prefs if n % p == 0), 1)
+
+
+def _shuffles(n: int, m: int) -> tuple[list[int], list[int]]:
+    """The two shuffles of a pair ``(a, b)`` of ``n``-lane vectors that swap bit ``m`` of
+    the lane index with the pair's member: lane ``c`` of the first is ``a[c]`` or
+    ``b[c - m]`` as bit ``m`` of ``c`` is clear or set, of the second ``a[c + m]`` or
+    ``b[c]``."""
+    lo = [(n if c & m else 0) + (c & ~m) for c in range(n)]
+    hi = [(n if c & m else 0) + (c | m) for c in range(n)]
+    return lo, hi
+
+
+def _local_tile(vectors: list, dtype: str, n: int):
+    """``vectors`` stored as the rows of a local tile (unrolled, constant offsets: LLVM keeps
+    it in registers); a stage read from it shares each vector instead of copying its
+    expression into every use."""
+    tile = T.alloc_buffer((len(vectors), n), dtype, scope="local")
+    full = tirx.Ramp(0, 1, n)
+    for r, vec in enumerate(vectors):
+        T.buffer_store(tile, vec, [r, full])
+    return [tile[r, full] for r in range(len(vectors))]
+
+
+def shuffle_transpose(rows: list, dtype: str) -> list:
+    """The columns of the square tile whose rows are the vectors ``rows`` (``n`` lanes each,
+    ``n`` a power of two), as ``n`` vectors: ``log2(n)`` stages of two-input shuffles, stage
+    ``m`` swapping bit ``m`` of the row and column index (64 ``vpermt2ps`` for a 16 x 16
+    float tile, where a transpose through memory reads 256 scalars)."""
+    n = len(rows)
+    cur, m = _local_tile(rows, dtype, n), n // 2
+    while m:
+        lo, hi = _shuffles(n, m)
+        nxt = list(cur)
+        for r in range(n):
+            if not r & m:
+                pair = [cur[r], cur[r | m]]
+                nxt[r], nxt[r | m] = tirx.Shuffle(pair, lo), tirx.Shuffle(pair, hi)
+        cur, m = _local_tile(nxt, dtype, n), m // 2
+    return cur
+
+
+def shuffle_sums(rows: list, dtype: str):
+    """One vector whose lane ``r`` is the sum of the lanes of ``rows[r]`` (``n`` vectors of
+    ``n`` lanes, ``n`` a power of two): the transpose's stages with each pair's two shuffles
+    added, halving the vectors per stage (15 shuffle pairs for 16 rows, where reducing each
+    row by halves takes 64 extracts and adds and leaves 16 scalars to store)."""
+    n = len(rows)
+    cur, m = _local_tile(rows, dtype, n), n // 2
+    while m:
+        lo, hi = _shuffles(n, m)
+        cur = _local_tile([tirx.Shuffle([cur[r], cur[r | m]], lo) +
+                           tirx.Shuffle([cur[r], cur[r | m]], hi) for r in range(m)], dtype, n)
+        m //= 2
+    return cur[0]
 
 
 class _Kernel:
@@ -148,7 +213,10 @@ class _Kernel:
 
     def load(self, buf, idx):
         v = buf[tuple(idx)]
-        return v.astype(self.acc) if str(buf.dtype) != self.acc else v
+        if str(buf.dtype) == self.acc:
+            return v
+        ramp = [i for i in idx if isinstance(i, tirx.Ramp)]  # a vector load: vector cast
+        return tirx.Cast(f"{self.acc}x{ramp[0].lanes}", v) if ramp else v.astype(self.acc)
 
     def x_at(self, t, b, k):
         return self.load(self.buf["X"], (t, b, k) if self.layout == 0 else (b, t, k))
@@ -243,27 +311,56 @@ class _Kernel:
                         T.buffer_store(dst, total + bias[self.col(n)],
                                        [row_of(ro * mr + ri), self.col(n)])
 
+    def dots_fit(self, k_n: int) -> bool:
+        """Whether ``gemm_dots`` takes products over ``k_n`` (whole vectors along ``k``, and
+        gates of whole vectors, so a tile of ``lanes`` weight rows stays in one gate)."""
+        return k_n % self.lanes == 0 and self.hid % self.lanes == 0
+
+    def gemm_dots(self, dst, rows, row_of, src, mat, d, n0, n1, k_n, bias):
+        """``dst[row_of(r), col(n)] = bias[col(n)] + sum_k src(r, k) mat[d, n, k]`` on the
+        weights as the model stores them, in tiles of ``lanes`` weight rows: one vector of
+        partial sums per row over ``k`` (each ``src`` vector loaded once for the tile), then
+        ``shuffle_sums`` turns the tile into one vector of ``lanes`` columns. No per-call
+        transpose: a 128-unit LSTM's two 256 KB transposes plus their panels outgrew L2
+        and cost more than its eight steps."""
+        lanes = self.lanes
+        with T.serial(0, rows) as r:
+            with T.serial(0, (n1 - n0) // lanes) as no:
+                n = n0 + no * lanes
+                acc = T.alloc_buffer((lanes, lanes), self.acc, scope="local")
+                full = tirx.Ramp(0, 1, lanes)
+                for i in range(lanes):
+                    T.buffer_store(acc, tirx.Broadcast(self.c(0), lanes), [i, full])
+                with T.serial(0, k_n // lanes) as ko:
+                    k = tirx.Ramp(ko * lanes, 1, lanes)
+                    xv = T.alloc_buffer((lanes,), self.acc, scope="local")
+                    T.buffer_store(xv, src(r, k), [full])
+                    for i in range(lanes):
+                        T.buffer_store(acc, acc[i, full] + xv[full] * self.load(
+                            mat, (d, n + i, k)), [i, full])
+                total = shuffle_sums([acc[i, full] for i in range(lanes)], self.acc)
+                cols = tirx.Ramp(self.col(n), 1, lanes)
+                T.buffer_store(dst, total + bias[cols], [row_of(r), cols])
+
     def transpose(self, d, src, dst, k_n):
         """``dst[k, col(n)] = src[d, n, k]``, padding columns 0: the recurrent weights as
         column panels, made once per call when the sequence is long enough to repay it.
-        In tiles of ``lanes x lanes`` (rows read as contiguous vectors into a register
-        tile, written back as contiguous columns): gathering a vector of rows per ``k``
-        cost 3 ns an element (rows 2 KB apart share a few L1 sets). Sizes no tile divides
-        gather."""
+        In tiles of ``lanes x lanes`` transposed in registers (``shuffle_transpose``):
+        gathering a vector of rows per ``k`` cost 3 ns an element (rows 2 KB apart share a
+        few L1 sets), and a tile written back column by column from a local array 0.7 ns
+        (each column a strided read of scalars), so on a 128-unit LSTM over 8 steps the two
+        transposes cost more than all the steps. Sizes no tile divides gather."""
         hid, hp, lanes = self.hid, self.hp, self.lanes
         with T.serial(0, self.g) as gi:
             if hid % lanes == 0 and k_n % lanes == 0:
                 with T.serial(0, hid // lanes) as jo:
                     with T.serial(0, k_n // lanes) as ko:
-                        tile = T.alloc_buffer((lanes, lanes), self.acc, scope="local")
-                        with T.unroll(0, lanes) as ri:
-                            with T.vectorized(0, lanes) as ci:
-                                T.buffer_store(tile, self.load(src, (
-                                    d, gi * hid + jo * lanes + ri, ko * lanes + ci)), [ri, ci])
-                        with T.unroll(0, lanes) as ci:
-                            with T.vectorized(0, lanes) as ri:
-                                T.buffer_store(dst, tile[ri, ci],
-                                               [ko * lanes + ci, gi * hp + jo * lanes + ri])
+                        rows = [self.load(src, (d, gi * hid + jo * lanes + r,
+                                                tirx.Ramp(ko * lanes, 1, lanes)))
+                                for r in range(lanes)]
+                        for c, vec in enumerate(shuffle_transpose(rows, self.acc)):
+                            T.buffer_store(dst, vec, [ko * lanes + c, tirx.Ramp(
+                                gi * hp + jo * lanes, 1, lanes)])
             else:
                 with T.serial(0, hp // lanes) as jo:
                     with T.serial(0, k_n) as k:
@@ -306,7 +403,10 @@ class _Kernel:
 
     def recurrent(self, d, dst, b, src, n0, n1, panels, bias):
         """``dst[b, cols of weight rows n0..n1] = bias + src R^T`` by panels or dots."""
-        if panels is not None:
+        if self.dots_fit(self.hid):
+            self.gemm_dots(dst, 1, lambda row: b, lambda row, k: src(k), self.buf["R"], d,
+                           n0, n1, self.hid, bias)
+        elif panels is not None:
             hp = self.hp
             self.gemm_panels(dst, 1, lambda row: b, lambda row, k: src(k), self.hid, panels,
                              bias, n0 // self.hid * hp, (n1 - n0) // self.hid * hp)
@@ -341,14 +441,16 @@ class _Kernel:
         w = self.buf["W"]
         panels = None
         x_of = lambda row, k: self.x_at(row // batch, row % batch, k)  # noqa: E731
-        if seq * batch >= PANEL_MIN_STEPS:  # weights as column panels, repaid by the rows
+        if self.dots_fit(self.n_in) and seq * batch < DOTS_MAX_ROWS:
+            self.gemm_dots(gx, seq * batch, lambda row: row, x_of, w, d, 0, g_h, self.n_in, bx)
+        elif seq * batch >= PANEL_MIN_STEPS:  # weights as column panels, repaid by the rows
             w_panels = T.alloc_buffer((self.n_in, cols), acc)
             self.transpose(d, w, w_panels, self.n_in)
             self.gemm_panels(gx, seq * batch, lambda row: row, x_of, self.n_in, w_panels, bx,
                              0, cols)
         else:
             self.gemm(gx, seq * batch, lambda row: row, x_of, w, d, 0, g_h, self.n_in, bx)
-        if seq >= PANEL_MIN_STEPS:
+        if seq >= PANEL_MIN_STEPS and not self.dots_fit(hid):
             panels = T.alloc_buffer((hid, cols), acc)
             self.transpose(d, self.buf["R"], panels, hid)
         reverse = self.attrs.get("direction") == "reverse" or d == 1
