@@ -90,3 +90,21 @@ def test_exponentials_are_computed_once(width):
     exps = [line.strip() for line in text.splitlines() if "T.exp(" in line]
     assert info.applied and len(exps) == (1 if width % 16 == 0 else 2), text
     assert all(line.split("[")[0].endswith("_exp") for line in exps), exps
+
+
+def test_row_partials_reduce_in_halves():
+    """A short row's 8 partial sums (and maxima) are reduced 8 -> 4 -> 2 -> 1 in vector
+    steps, not a chain of 8 dependent scalar steps: three partial stages per statistic."""
+    from nnvm import sym
+    from nnvm_llvm.compiler.codegen import kernel_lowerings
+    from nnvm_llvm.compiler.schedules import schedule
+
+    y = sym.softmax(sym.Variable("x"), axis=-1)
+    graph, params = nnvm.compiler.optimize(y, shape={"x": (3, 5, 40)})
+    (gl,) = kernel_lowerings(graph, params, 16)
+    info = gl.schedule_info(16)
+    text = schedule(gl.primfunc(16), info).script()
+    assert info.applied
+    for stat in ("max0", "sum0"):
+        assert text.count(f'_{stat}_rf_update")') == 3, text
+    assert "T.vectorized(4)" in text and "T.vectorized(2)" in text, text
