@@ -189,14 +189,12 @@ def _max_pool(attrs, ins, outs, ctx):
         return tvm.tirx.const(1 << 30, t0), _const(low, t1)
 
     reducer = te.comm_reducer(fcombine, fidentity, name="maxpool_arg")
-
-    def body(n, c, *o):
-        coords = [o[i] * s[i] - pb[i] + rk[i] * d[i] for i in range(nsp)]
-        v = _lazy(_inside(coords, sizes), x[(n, c) + tuple(coords)], _const(low, dtype))
-        kpos = sum(rk[i] * kflat_strides[i] for i in range(nsp))
-        return reducer((kpos.astype("int32") if not isinstance(kpos, int) else
-                        tvm.tirx.const(kpos, "int32"), v), axis=rk)
-    kpos, y = te.compute(out_shape, body, name="anchor_maxpool")
+    if nsp == 2 and k[0] * k[1] >= SEPARABLE_MIN_TAPS:
+        kpos, y = _separable_max(x, out_shape, k, s, pb, d, sizes, _const(low, dtype),
+                                 reducer)
+    else:
+        kpos, y = _windowed_max(x, out_shape, k, s, pb, d, rk, sizes, _const(low, dtype),
+                                reducer, kflat_strides)
     column_major = int(attrs.get("storage_order", 0)) == 1
     total = int(np.prod(sizes))
 
@@ -215,6 +213,57 @@ def _max_pool(attrs, ins, outs, ctx):
     idx = te.compute(out_shape, index, name=ctx.name + "_indices")
     out = te.compute(out_shape, lambda *i: y[i], name=ctx.name)
     return [out, idx]
+
+
+def _windowed_max(x, out_shape, k, s, pb, d, rk, sizes, low, reducer, kflat_strides):
+    """The window max in one pass over every tap, with the flat position of the first
+    maximum: ``(position, value)``."""
+    nsp = len(k)
+
+    def body(n, c, *o):
+        coords = [o[i] * s[i] - pb[i] + rk[i] * d[i] for i in range(nsp)]
+        v = _lazy(_inside(coords, sizes), x[(n, c) + tuple(coords)], low)
+        kpos = sum(rk[i] * kflat_strides[i] for i in range(nsp))
+        return reducer((kpos.astype("int32") if not isinstance(kpos, int) else
+                        tvm.tirx.const(kpos, "int32"), v), axis=rk)
+    return te.compute(out_shape, body, name="anchor_maxpool")
+
+
+def _separable_max(x, out_shape, k, s, pb, d, sizes, low, reducer):
+    """A 2-D window max as the max over its rows of each row's max (with the first
+    position of the maximum: the lowest column in a row, then the lowest row, which is the
+    lowest flat position as the one-pass reducer picks). The row maxima are taken only on
+    the input rows some window reads: rows ``r0 + g * q`` with ``g = gcd(stride,
+    dilation)``. Why: the one-pass reducer did every tap of every window, scalar (a 60 x 80
+    window dilated by 10 over 1000 x 1000: 5.2 M taps, 21.7 ms); by rows, 0.26 M."""
+    n, c = int(x.shape[0]), int(x.shape[1])
+    oh, ow = out_shape[2:]
+    h, w = sizes
+    g = int(np.gcd(s[0], d[0]))
+    r0 = (-pb[0]) % g
+    rows = max(1, -(-(h - r0) // g))
+    rw = te.reduce_axis((0, k[1]), "rw")
+
+    def row_max(b, ch, q, j):
+        col = j * s[1] - pb[1] + rw * d[1]
+        v = _lazy(tvm.tirx.And(col >= 0, col < w), x[b, ch, q * g + r0, col], low)
+        return reducer((rw.astype("int32"), v), axis=[rw])
+    col_at, row_best = te.compute((n, c, rows, ow), row_max, name="maxpool_rows")
+    rh = te.reduce_axis((0, k[0]), "rh")
+
+    def body(b, ch, i, j):
+        r = i * s[0] - pb[0] + rh * d[0]
+        inside = tvm.tirx.And(r >= 0, r < h)
+        q = te.floordiv(r - r0, g)
+        v = _lazy(inside, row_best[b, ch, q, j], low)
+        kp = rh.astype("int32") * k[1] + _lazy(inside, col_at[b, ch, q, j],
+                                               tvm.tirx.const(0, "int32"))
+        return reducer((kp, v), axis=[rh])
+    return te.compute(out_shape, body, name="anchor_maxpool")
+
+
+#: windows of at least this many taps take the max by rows, then over the rows' maxima
+SEPARABLE_MIN_TAPS = 16
 
 
 def _window_count(o, s, pb, k_i, d, lo, hi):

@@ -1,0 +1,86 @@
+"""The N-d ``max_pool`` rule (dilated windows, the ``Indices`` output, ``storage_order``) on
+``llvm`` against onnxruntime, on the 2-D windows large enough to be taken by rows and then
+over the rows' maxima (``lowering_nn._separable_max``).
+
+What the two passes could get wrong: the rows a strided, dilated window reads (only rows
+``r0 + gcd(stride, dilation) * q`` are reduced), padding on any side (the padded value must
+never win), ``ceil_mode`` windows hanging past the input, and the index of the maximum:
+ties must resolve to the first position in the window as the one-pass reducer (and
+onnxruntime) pick, in row- or column-major order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tvm")
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+import nnvm  # noqa: E402
+from onnx import TensorProto, helper  # noqa: E402
+
+from nnvm_llvm.compiler.lowering import lowering_nn  # noqa: E402 (after its importer)
+
+CASES = {
+    # id: (input shape, kernel, strides, pads (t, l, b, r), dilations, ceil_mode)
+    "dilated_strided_padded": ((1, 2, 61, 57), (6, 8), (3, 3), (3, 4, 3, 4), (3, 3), 0),
+    "gcd_row_phase": ((2, 3, 40, 33), (4, 5), (4, 2), (1, 0, 2, 1), (2, 3), 0),
+    "dense_5x5_indices": ((1, 4, 13, 11), (5, 5), (1, 1), (2, 2, 2, 2), (1, 1), 0),
+    "ceil_odd": ((1, 3, 23, 19), (4, 4), (3, 2), (0, 1, 0, 0), (2, 1), 1),
+}
+
+
+def _model(case, storage_order, with_indices):
+    shape, k, s, pads, d, ceil = CASES[case]
+    node = helper.make_node("MaxPool", ["x"], ["y", "i"] if with_indices else ["y"],
+                            kernel_shape=list(k), strides=list(s), pads=list(pads),
+                            dilations=list(d), ceil_mode=ceil, storage_order=storage_order)
+    outs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
+    if with_indices:
+        outs.append(helper.make_tensor_value_info("i", TensorProto.INT64, None))
+    graph = helper.make_graph([node], "maxpool", [
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))], outs)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)])
+    model.ir_version = 8
+    return onnx.shape_inference.infer_shapes(model, strict_mode=True)
+
+
+def _run(model, x):
+    graph, params = nnvm.frontend.from_onnx(model, shape={"x": x.shape})
+    lib = nnvm.compiler.build(graph, target="llvm", opt_level=3, shape={"x": x.shape},
+                              params=params)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return [np.asarray(v) for v in lib.run(x=x)], sess.run(None, {"x": x})
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_cases_take_the_separable_rule(case):
+    _, k, *_ = CASES[case]
+    assert k[0] * k[1] >= lowering_nn.SEPARABLE_MIN_TAPS
+
+
+@pytest.mark.parametrize("storage_order", [0, 1])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_values_and_indices_match_onnxruntime(case, storage_order):
+    x = np.random.default_rng(5).standard_normal(CASES[case][0]).astype(np.float32)
+    got, want = _run(_model(case, storage_order, True), x)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+
+
+@pytest.mark.parametrize("case", ["dilated_strided_padded", "dense_5x5_indices"])
+def test_ties_take_the_first_position(case):
+    """Few distinct values: most windows hold their maximum more than once."""
+    rng = np.random.default_rng(9)
+    x = rng.integers(0, 3, CASES[case][0]).astype(np.float32)
+    got, want = _run(_model(case, 0, True), x)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+
+
+def test_values_only():
+    x = np.random.default_rng(3).standard_normal(CASES["gcd_row_phase"][0]).astype(np.float32)
+    got, want = _run(_model("gcd_row_phase", 0, False), x)
+    np.testing.assert_array_equal(got[0], want[0])
