@@ -18,7 +18,7 @@ the hidden size and ``k`` are whole vectors, products run as tiles of ``lanes`` 
 ``lanes`` columns, ``gemm_dots``): nothing is transposed per call. Transposing the weights
 into column panels every call (the earlier form for 8 steps and more) read and wrote them
 once more per call, which on a 128-unit LSTM over 8 steps outgrew L2 and cost more than
-the steps (81 -> 41 us, onnxruntime 39 us); on a 512-unit bidirectional LSTM over 20 steps
+the steps (81 -> 33 us, onnxruntime 39 us); on a 512-unit bidirectional LSTM over 20 steps
 5.6 -> 2.2 ms (onnxruntime 3.4 ms). Only the input projection of many rows
 (``DOTS_MAX_ROWS``) still takes panels, as the dots re-read the weights per row; sizes the
 dot tiles do not fit take panels (long sequences) or dot products reduced by halving.
@@ -166,19 +166,24 @@ def shuffle_transpose(rows: list, dtype: str) -> list:
     return cur
 
 
-def shuffle_sums(rows: list, dtype: str):
-    """One vector whose lane ``r`` is the sum of the lanes of ``rows[r]`` (``n`` vectors of
-    ``n`` lanes, ``n`` a power of two): the transpose's stages with each pair's two shuffles
-    added, halving the vectors per stage (15 shuffle pairs for 16 rows, where reducing each
-    row by halves takes 64 extracts and adds and leaves 16 scalars to store)."""
-    n = len(rows)
-    cur, m = _local_tile(rows, dtype, n), n // 2
+def shuffle_sums(rows: list, dtype: str, n: int):
+    """One vector whose lane ``r`` is the sum of the lanes of ``rows[r]`` (``len(rows)``
+    vectors of ``n`` lanes, both powers of two, ``len(rows) <= n``): the transpose's stages
+    with each pair's two shuffles added, halving the vectors per stage (15 shuffle pairs
+    for 16 rows, where reducing each row by halves takes 64 extracts and adds and leaves 16
+    scalars to store); fewer rows than lanes end with halves of the one vector added."""
+    cur, m = _local_tile(rows, dtype, n), len(rows) // 2
     while m:
         lo, hi = _shuffles(n, m)
         cur = _local_tile([tirx.Shuffle([cur[r], cur[r | m]], lo) +
                            tirx.Shuffle([cur[r], cur[r | m]], hi) for r in range(m)], dtype, n)
         m //= 2
-    return cur[0]
+    vec, width = cur[0], n
+    while width > len(rows):
+        width //= 2
+        vec = tirx.Shuffle([vec], list(range(width))) + \
+            tirx.Shuffle([vec], list(range(width, 2 * width)))
+    return vec
 
 
 class _Kernel:
@@ -318,29 +323,38 @@ class _Kernel:
 
     def gemm_dots(self, dst, rows, row_of, src, mat, d, n0, n1, k_n, bias):
         """``dst[row_of(r), col(n)] = bias[col(n)] + sum_k src(r, k) mat[d, n, k]`` on the
-        weights as the model stores them, in tiles of ``lanes`` weight rows: one vector of
-        partial sums per row over ``k`` (each ``src`` vector loaded once for the tile), then
-        ``shuffle_sums`` turns the tile into one vector of ``lanes`` columns. No per-call
-        transpose: a 128-unit LSTM's two 256 KB transposes plus their panels outgrew L2
-        and cost more than its eight steps."""
+        weights as the model stores them, in tiles of ``mr`` input rows x ``lanes / mr``
+        weight rows: one vector of partial sums per pair over ``k`` (each weight vector
+        loaded once for the ``mr`` rows: an 8-step input projection went from 18 to about
+        10 us with 4 rows a tile), then ``shuffle_sums`` turns each input row's vectors into
+        one vector of columns. No per-call transpose: a 128-unit LSTM's two 256 KB
+        transposes plus their panels outgrew L2 and cost more than its eight steps."""
         lanes = self.lanes
-        with T.serial(0, rows) as r:
-            with T.serial(0, (n1 - n0) // lanes) as no:
-                n = n0 + no * lanes
-                acc = T.alloc_buffer((lanes, lanes), self.acc, scope="local")
-                full = tirx.Ramp(0, 1, lanes)
-                for i in range(lanes):
-                    T.buffer_store(acc, tirx.Broadcast(self.c(0), lanes), [i, full])
+        mr = _tile(rows, (4, 2, 1))  # input rows per tile: each weight load serves mr
+        nr = lanes // mr  # weight rows per tile: mr x nr vectors of partial sums
+        full = tirx.Ramp(0, 1, lanes)
+        with T.serial(0, rows // mr) as ro:
+            with T.serial(0, (n1 - n0) // nr) as no:
+                n = n0 + no * nr
+                acc = T.alloc_buffer((mr, nr, lanes), self.acc, scope="local")
+                for i in range(mr * nr):
+                    T.buffer_store(acc, tirx.Broadcast(self.c(0), lanes),
+                                   [i // nr, i % nr, full])
                 with T.serial(0, k_n // lanes) as ko:
                     k = tirx.Ramp(ko * lanes, 1, lanes)
-                    xv = T.alloc_buffer((lanes,), self.acc, scope="local")
-                    T.buffer_store(xv, src(r, k), [full])
-                    for i in range(lanes):
-                        T.buffer_store(acc, acc[i, full] + xv[full] * self.load(
-                            mat, (d, n + i, k)), [i, full])
-                total = shuffle_sums([acc[i, full] for i in range(lanes)], self.acc)
-                cols = tirx.Ramp(self.col(n), 1, lanes)
-                T.buffer_store(dst, total + bias[cols], [row_of(r), cols])
+                    xv = T.alloc_buffer((mr, lanes), self.acc, scope="local")
+                    for ri in range(mr):
+                        T.buffer_store(xv, src(ro * mr + ri, k), [ri, full])
+                    for i in range(nr):
+                        wv = self.load(mat, (d, n + i, k))
+                        for ri in range(mr):
+                            T.buffer_store(acc, acc[ri, i, full] + xv[ri, full] * wv,
+                                           [ri, i, full])
+                cols = tirx.Ramp(self.col(n), 1, nr)
+                for ri in range(mr):
+                    total = shuffle_sums([acc[ri, i, full] for i in range(nr)], self.acc,
+                                         lanes)
+                    T.buffer_store(dst, total + bias[cols], [row_of(ro * mr + ri), cols])
 
     def transpose(self, d, src, dst, k_n):
         """``dst[k, col(n)] = src[d, n, k]``, padding columns 0: the recurrent weights as
