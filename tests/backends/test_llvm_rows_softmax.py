@@ -1,7 +1,7 @@
 """Softmax and log-softmax on llvm against onnxruntime on the row widths the row template
 treats apart: multiples of a vector, rows split into whole vectors and a scalar tail (1500,
-91, 37), rows shorter than two vectors (20, 2) and 1-element rows, over the last axis and
-an inner one; a NaN or inf poisons only its own row.
+91, 37), rows of one vector or less (20, 8), rows under half a vector (2, topi's rule) and
+1-element rows, over the last axis and an inner one; a NaN or inf poisons only its own row.
 
 Why: the output row and the row of exponentials run in whole vectors and a tail of under
 one vector (a loop partition; one- and two-element tails included), the exponentials are
@@ -32,6 +32,10 @@ CASES = {
     "rows_6625_long_one_element_tail": ((1, 3, 6625), -1),
     "rows_197": ((1, 2, 13, 197), -1),
     "rows_40_half_vectors": ((1, 8, 40, 40), 3),
+    "rows_20": ((10, 20), 1),
+    "rows_8": ((1, 2, 8, 8), -1),
+    "rows_12": ((3, 4, 12), -1),
+    "rows_4": ((6, 4), -1),
     "rows_20_inner_axis": ((10, 20, 3), 1),
     "rows_2": ((1, 55, 75, 2), 3),
     "one_element_rows": ((6, 1), -1),
