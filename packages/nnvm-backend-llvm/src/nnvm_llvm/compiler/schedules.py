@@ -302,6 +302,8 @@ def schedule_dense(sch, func, info: ScheduleInfo) -> bool:
         return False
     i, j, k = sch.get_loops(anchor)
     m, n, kk = _extent(sch, i), _extent(sch, j), _extent(sch, k)
+    if n == 1 and not info.knobs and _lazy("matmul_dot", "schedule_dot")(sch, anchor, info.lanes):
+        return True
     knobs = info.knobs
     nr = info.dense_block or knobs.get("nr") or _dense_nr(n, info)
     mr = knobs.get("mr") or _dense_mr(m, nr, info)
@@ -375,6 +377,8 @@ def schedule_batch_matmul(sch, func, info: ScheduleInfo) -> bool:
         return False
     *batch, i, j, k = sch.get_loops(anchor)
     m, n = _extent(sch, i), _extent(sch, j)
+    if n == 1 and not info.knobs and _lazy("matmul_dot", "schedule_dot")(sch, anchor, info.lanes):
+        return True
     mr, nr = _matmul_tile(m, n, info)
     if m % mr and _writes_a_slice(sch):
         return False  # before any change: the caller falls back to the plain loop nest
