@@ -1,83 +1,58 @@
-"""Strided pools (the row kernel of ``window_schedule``) computed one channel plane per task,
-the padded plane made inside the task, the output row left to LLVM's loop vectoriser.
+"""Strided pools (the row kernel of ``window_schedule``): one channel plane per task, the
+padded input rows made per output row, the output row left to LLVM's loop vectoriser.
 
 Why, measured at 1 thread against the previous row kernel (interleaved, loaded 2-core Zen 4):
-max 3 x 3 stride 2 over 192 x 56 x 56 (ceil mode) 292 -> 174 us, over 64 x 112 x 112 (pad 1)
-313 -> 202 us; average 2 x 2 stride 2 over 128 x 56 x 56 101 -> 29 us. Two costs went:
+max 3 x 3 stride 2 over 192 x 56 x 56 (ceil mode) 292 -> 125 us, over 64 x 112 x 112
+(pad 1) 313 -> 160 us, over 64 x 111 x 111 (no padding) 134 -> 89 us; average 2 x 2
+stride 2 over 128 x 56 x 56 101 -> 29 us. Two costs went:
 
 * the whole input was padded first, in its own pass, with a bounds test on every element (a
-  2.5 MB second pass through memory); here the padded plane (13 KiB for 57 x 57) is written
-  per ``(n, c)`` task with the padding split from the copy, and read while it is in cache;
+  2.5 MB second pass through memory); here the input rows one output row reads are padded
+  just before it (3 x 114 floats for a 3 x 3 window over 112 columns), so the window reads
+  them from L1. Measured against the alternatives: the whole padded plane per task, the
+  padding split from the copy, ran 1.2-1.3x slower (114 x 114 floats fall out of L1; the
+  fill and the copy both write the plane); the padding inlined as bounds tests in the
+  window 1.4-1.6x slower;
 * TVM vectors along the output row made every stride-2 tap a gather built from scalar loads
-  (``vinsertps`` per lane); as a plain loop, LLVM sees the taps of one input row as one
-  interleaved group and loads it in whole vectors and de-interleaves with shuffles.
-
-Rows whose windows tile them without overlap (2 x 2 stride 2) run best in short pieces
-(``NON_OVERLAP_PIECE`` outputs: LLVM unrolls the taps and vectorises across pieces); others
-in the widest vector-like piece that divides the row, or the whole row.
+  (``vinsertps`` per lane); as a plain loop over the output columns with the taps unrolled
+  in its body, LLVM sees the taps of one input row as one interleaved group, loads it in
+  whole vectors and de-interleaves with shuffles. Pieces of the row (``vw`` outputs, the
+  taps outside the piece) measured slower at every width tried (2-28), some 3-5x (gathers).
 """
 
 from __future__ import annotations
 
-from .flat_window import try_decompose_padding
-
-#: outputs per piece of a row whose windows do not overlap (measured: 4 29 us, 7-28 140-158
-#: us for 2 x 2 stride 2 over 128 x 56 x 56: longer pieces became gathers)
-NON_OVERLAP_PIECE = 4
-
-
-def _piece(ow: int, kw: int, row_in: int, lanes: int) -> int:
-    if kw * ow <= row_in and ow % NON_OVERLAP_PIECE == 0:
-        return NON_OVERLAP_PIECE
-    return next((v for v in (lanes, 8, 14, 7) if v <= ow and ow % v == 0), ow)
-
 
 def schedule_pool_rows(sch, anchor, pad, info, extent, parallel_min_work: int,
                        epilogue) -> bool:
-    """Parallel over planes ``(n, c)``; per plane the padded copy (``pad``, or None: no
-    padding), then per output row pieces of ``vw`` outputs with the taps outside the piece.
-    Knobs: ``vw``, ``parallel``."""
+    """Parallel over planes ``(n, c)``; per output row the padded input rows it reads
+    (``pad``, or None: no padding), then the columns, with the taps inside (``vw`` = 1)
+    or outside pieces of ``vw`` columns. Knobs: ``vw``, ``parallel``."""
     loops = sch.get_loops(anchor)
     b, c, i, j = loops[:4]
     red = loops[4:]
     ow = extent(sch, j)
-    row_in = int(sch.get(anchor).reads[-1].source.shape[-1])
-    vw = info.knobs.get("vw") or _piece(ow, extent(sch, red[-1]), row_in, info.lanes)
+    vw = info.knobs.get("vw") or 1
     jo, ji = sch.split(j, [None, vw])
     sch.reorder(b, c, i, jo, *red, ji)
     wb = sch.cache_write(anchor, 0, "local")
     sch.reverse_compute_at(wb, jo)
     epilogue(wb)
     bc = sch.fuse(b, c)
-    if pad is not None:
-        sch.compute_at(pad, bc)
     work = extent(sch, bc) * extent(sch, i) * ow
     if info.knobs.get("parallel", work >= parallel_min_work // 8) and extent(sch, bc) > 1:
         sch.parallel(bc)
     sch.decompose_reduction(anchor, red[0])
-    if pad is not None:
-        try_decompose_padding(sch, pad, info.lanes)
-        _vector_copy(sch, pad, extent, info.lanes)
+    if pad is not None:  # the rows one output row reads, padded, each time (in L1)
+        sch.compute_at(pad, i)
     return True
-
-
-def _vector_copy(sch, block, extent, lanes: int) -> None:
-    """The plane copy's rows in TVM vectors of the widest divisor of the row: left to LLVM,
-    it vectorised across rows with scatters (the padded pitch differs from the input's)."""
-    j = sch.get_loops(block)[-1]
-    w = extent(sch, j)
-    vec = max(v for v in range(1, lanes + 1) if w % v == 0)
-    if vec >= 4:
-        sch.vectorize(sch.split(j, [None, vec])[1])
 
 
 def pool_rows_space(sch, anchor, info, extent, parallel_min_work: int) -> dict:
     """``nnvm tune``'s knobs of :func:`schedule_pool_rows`, the heuristic's choice first."""
-    b, c, i, j, *red = sch.get_loops(anchor)
+    b, c, i, j = sch.get_loops(anchor)[:4]
     ow = extent(sch, j)
-    row_in = int(sch.get(anchor).reads[-1].source.shape[-1])
-    first = _piece(ow, extent(sch, red[-1]), row_in, info.lanes)
-    others = [v for v in (4, 8, info.lanes, 14, 7, ow) if v <= ow and ow % v == 0]
+    pieces = [v for v in (4, 8, info.lanes, 14, 7) if v <= ow and ow % v == 0]
     work = extent(sch, b) * extent(sch, c) * extent(sch, i) * ow
-    return {"vw": [first] + [v for v in dict.fromkeys(others) if v != first],
+    return {"vw": [1] + list(dict.fromkeys(pieces)),
             "parallel": [work >= parallel_min_work // 8, work < parallel_min_work // 8]}

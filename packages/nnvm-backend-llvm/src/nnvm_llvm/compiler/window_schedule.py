@@ -3,9 +3,11 @@
 Depthwise convs and pools on small planes take ``window_blocked``'s kernel (16 channels in a
 vector); depthwise convs and unit-stride pools whose plane ``flat_window`` can flatten take
 its kernel (the padded plane split into stride phases, register tiles of whole vectors);
-every other window kernel (strided pooling, transposed-conv windows) gets vectors along the
-output row, parallel over ``(n, c, oh)``. Kept apart from ``schedules`` (which dispatches here by kind) so the window
-kernels can change without touching the dense and conv templates.
+other pools (strided) take ``pool_rows``'s (a plane per task, the output row a plain loop
+LLVM vectorises); every other window kernel (strided depthwise, transposed-conv windows)
+gets vectors along the output row, parallel over ``(n, c, oh)``. Kept apart from
+``schedules`` (which dispatches here by kind) so the window kernels can change without
+touching the dense and conv templates.
 """
 
 from __future__ import annotations
