@@ -181,7 +181,7 @@ def _fuse_reduction_tail(sch, block):
 
 
 #: rows shorter than this many vectors keep half a vector of partial results
-SHORT_ROW_VECTORS = 16
+SHORT_ROW_VECTORS = 4
 
 
 def _rfactor_widest(sch, block, lanes: int):
@@ -190,7 +190,10 @@ def _rfactor_widest(sch, block, lanes: int):
     one (7 x 457) 7, instead of a scalar chain of dependent adds (2.5x slower). A short
     row (under ``SHORT_ROW_VECTORS`` vectors) takes half a vector first: the final scalar
     chain over the partials costs as much as the vector pass there (softmax rows of 32:
-    2.0 -> 1.5 us, of 40: 12.7 -> 10.4 us; rows of 1500 were 8% slower so)."""
+    2.0 -> 1.5 us, of 40: 12.7 -> 10.4 us; rows of 1500 were 8% slower so). Since the
+    partials are halved in vector steps (:func:`_halve_partials`), rows from 4 vectors
+    take whole vectors again (LogSoftmax 2x128: 0.17 -> 0.13 us, Softmax rows of 197:
+    38.8 -> 36.8 us; up to 16 vectors they took half ones)."""
     loops = sch.get_loops(block)
     short = bool(loops) and _extent(sch, loops[-1]) < SHORT_ROW_VECTORS * lanes
     first = (lanes // 2, lanes) if short else (lanes, lanes // 2)
