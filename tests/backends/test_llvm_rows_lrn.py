@@ -84,3 +84,27 @@ def test_lrn_nan_and_inf_stay_in_their_windows(rng):
     ok = np.ones(shape, bool)
     ok[0, :, 0, 0] = ok[0, :, 2, 4] = False
     np.testing.assert_allclose(got[ok], want[ok], rtol=2e-6, atol=1e-6)
+
+
+def test_lrn_weighs_its_elements_when_choosing_threads():
+    """An LRN element (five taps, two roots) counts as several elements of work, so the
+    AlexNet-sized LRN (193,600 elements, ~85 us on one thread) is split across threads,
+    while a plain add of as many elements (a few microseconds) stays on one."""
+    import tvm
+    from tvm import te
+
+    from nnvm_llvm.compiler import schedules
+
+    shape = (1, 64, 55, 55)
+    x = te.placeholder(shape, name="x")
+    lrn = te.compute(shape, lambda n, c, h, w: te.sqrt(
+        1.0 + sum(x[n, te.min(c + k, 63), h, w] * x[n, te.min(c + k, 63), h, w]
+                  for k in range(5))), name="lrn")
+    add = te.compute(shape, lambda *i: x(*i) + 1.0, name="add")
+    for out, parallel in ((lrn, True), (add, False)):
+        func = te.create_prim_func([x, out])
+        sch = tvm.s_tir.Schedule(func)
+        (block,) = schedules._blocks(sch)
+        assert (schedules._element_cost(sch, block) > 1) == parallel
+        scheduled = schedules.schedule(func, schedules.ScheduleInfo("elemwise", 16))
+        assert ("T.parallel" in scheduled.script()) == parallel, out.op.name

@@ -130,6 +130,7 @@ def _parallel_vectorize(sch, block, lanes: int, vectorize: bool = True) -> None:
     loops = sch.get_loops(block)
     if not loops:
         return
+    weight = _element_cost(sch, block)
     last = _extent(sch, loops[-1])
     if vectorize and len(loops) > 2 and _pick(last, (lanes, lanes // 2, 4)) == 1:
         # a row no vector divides (38, 19, 10 wide): one plain loop per image plane, LLVM's
@@ -144,7 +145,7 @@ def _parallel_vectorize(sch, block, lanes: int, vectorize: bool = True) -> None:
         if n_in % lanes == 0:
             _, vec = sch.split(inner, [None, lanes])
             _try(sch.vectorize, vec)
-        if _extent(sch, outer) * n_in >= PARALLEL_MIN_WORK and _extent(sch, outer) > 1:
+        if _extent(sch, outer) * n_in * weight >= PARALLEL_MIN_WORK and _extent(sch, outer) > 1:
             _try(sch.parallel, outer)
         return
     if vectorize and last % lanes and _pick(last, (lanes // 2, 4)) > 1:
@@ -161,8 +162,22 @@ def _parallel_vectorize(sch, block, lanes: int, vectorize: bool = True) -> None:
         _try(sch.vectorize, inner)
     else:
         outer = fused
-    if total >= PARALLEL_MIN_WORK:
+    if total * weight >= PARALLEL_MIN_WORK:
         _try(sch.parallel, outer)
+
+
+def _element_cost(sch, block) -> int:
+    """Work per element of an elementwise block, in units of a one-load copy: loads, and
+    four per math call (sqrt, exp, pow). Why: ``PARALLEL_MIN_WORK`` counts elements, and an
+    element of LRN (five taps, two square roots, ~0.45 ns) costs several of an add's, so
+    LRN 1x192x27x27 (64 us) never went parallel."""
+    try:
+        value = sch.get(block).body.value  # the BufferStore's value
+    except Exception:  # noqa: BLE001 - not a plain store: count as a plain element
+        return 1
+    kinds = [type(e).__name__ for e in _subexprs(value)]
+    loads = kinds.count("BufferLoad") + kinds.count("TensorLoad")  # TIRX names it either way
+    return max(1, (loads + 4 * kinds.count("Call")) // 3)
 
 
 #: most pieces a concatenation is cut into (DenseNet's largest has 49 inputs)
