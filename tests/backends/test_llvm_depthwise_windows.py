@@ -120,3 +120,34 @@ def test_depthwise_with_silu_epilogue_in_vector_rows(xs, strides):
     got, want = [nnvm.compiler.build(y, target=t, shape={"x": xs}, params=params).run(x=xv)[0]
                  for t in ("llvm", "reference")]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("xs,kernel,strides", [((1, 6, 9, 38), (5, 5), (1, 1)),
+                                               ((2, 5, 11, 76), (3, 3), (2, 2)),
+                                               ((1, 4, 6, 34), (3, 3), (1, 1))],
+                         ids=["rows_38_k5", "rows_38_s2_batch2", "rows_34"])
+def test_depthwise_with_bias_only_in_pairs_of_columns(xs, kernel, strides):
+    """A bias-only epilogue over rows whose widest divisor under a vector is 2 (38 = 2 x 19,
+    34 = 2 x 17): the rows are read out of the flat result in TVM vectors of 2, and the
+    schedule must still apply (no fallback) and match the reference."""
+    from nnvm_llvm.compiler.codegen import kernel_lowerings
+    from nnvm_llvm.compiler.schedules import ScheduleInfo, schedule
+
+    rng = np.random.default_rng(13)
+    c = xs[1]
+    x, w, b = sym.Variable("x"), sym.Variable("w"), sym.Variable("b")
+    pad = kernel[0] // 2
+    y = sym.conv2d(x, w, b, channels=c, kernel_size=kernel, strides=strides,
+                   padding=(pad, pad), groups=c, use_bias=True)
+    params = {"w": (rng.standard_normal((c, 1) + kernel) * 0.5).astype("float32"),
+              "b": rng.standard_normal(c).astype("float32")}
+    graph, opt = nnvm.compiler.optimize(y, shape={"x": xs}, params=params)
+    (gl,) = [g for g in kernel_lowerings(graph, opt, 16) if g.kind == "depthwise"]
+    info = ScheduleInfo("depthwise", 16)
+    func = schedule(gl.primfunc(16), info)
+    assert info.applied
+    assert "T.vectorized(2)" in str(func.script())  # the output rows in pairs
+    xv = (rng.standard_normal(xs) * 3).astype("float32")
+    got, want = [nnvm.compiler.build(y, target=t, shape={"x": xs}, params=params).run(x=xv)[0]
+                 for t in ("llvm", "reference")]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
