@@ -202,10 +202,11 @@ def schedule_flat(sch, anchor, info, extent, parallel_min_work: int) -> bool:
     sch.vectorize(pi)
     init = sch.decompose_reduction(anchor, red[0])
     sch.vectorize(sch.get_loops(init)[-1])
-    # depthwise rows take pairs: pools keep the pieces of 4 measured for them
-    narrowest = 2 if sch.get(anchor).name_hint.startswith("anchor_depthwise") else 4
+    depthwise = sch.get(anchor).name_hint.startswith("anchor_depthwise")
     for consumer in consumers:
-        _output_rows(sch, consumer, extent, info.lanes, narrowest)
+        # an epilogue's depthwise rows take pairs; a plain crop, and pools, pieces of 4
+        epilogue = not sch.get(consumer).name_hint.endswith("_rows")
+        _output_rows(sch, consumer, extent, info.lanes, 2 if depthwise and epilogue else 4)
     wo, wi = sch.split(sch.get_loops(wb)[-1], [None, vw])
     sch.unroll(wo)
     sch.vectorize(wi)
@@ -219,9 +220,10 @@ def _output_rows(sch, block, extent, lanes: int, narrowest: int = 4) -> None:
     widest divisor of the row (at least ``narrowest``), are TVM vectors when the epilogue
     has no ``isnan`` (TVM's vectoriser scalarises ReLU6's NaN-keeping clamp, which LLVM's
     loop vectoriser handles better; a SiLU epilogue ran 10-25% faster in TVM's vectors).
-    Depthwise rows take pieces of 2: a bias-only epilogue over 38-wide rows (5 x 5 over
-    256 x 50 x 38), left to LLVM's loop, made the whole kernel 1.6x slower (922 -> 566 us
-    at 1 thread, interleaved, load 2.2)."""
+    Depthwise rows with an epilogue take pieces of 2: a bias-only epilogue over 38-wide
+    rows (5 x 5 over 256 x 50 x 38), left to LLVM's loop, made the whole kernel 1.6x
+    slower (867 -> 557 us at 1 thread, interleaved, load 2.1); the plain crop (no epilogue)
+    ran 6-13% slower in pairs than in LLVM's loop, so it keeps the loop."""
     i, j = sch.get_loops(block)[-2:]
     ow = extent(sch, j)
     vectorisable = "isnan" not in str(sch.get(block).body)
