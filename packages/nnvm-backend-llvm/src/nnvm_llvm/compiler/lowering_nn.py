@@ -242,13 +242,22 @@ def _separable_max(x, out_shape, k, s, pb, d, sizes, low, reducer):
     g = int(np.gcd(s[0], d[0]))
     r0 = (-pb[0]) % g
     rows = max(1, -(-(h - r0) // g))
-    rw = te.reduce_axis((0, k[1]), "rw")
+    pieces = -(-k[1] // ROW_PIECE)
+    rv = te.reduce_axis((0, ROW_PIECE), "rv")
 
-    def row_max(b, ch, q, j):
-        col = j * s[1] - pb[1] + rw * d[1]
-        v = _lazy(tvm.tirx.And(col >= 0, col < w), x[b, ch, q * g + r0, col], low)
-        return reducer((rw.astype("int32"), v), axis=[rw])
-    col_at, row_best = te.compute((n, c, rows, ow), row_max, name="maxpool_rows")
+    def piece_max(b, ch, q, j, u):
+        tap = u * ROW_PIECE + rv
+        col = j * s[1] - pb[1] + tap * d[1]
+        ok = tvm.tirx.And(tap < k[1], tvm.tirx.And(col >= 0, col < w))
+        return reducer((tap.astype("int32"), _lazy(ok, x[b, ch, q * g + r0, col], low)),
+                       axis=[rv])
+    piece_at, piece_best = te.compute((n, c, rows, ow, pieces), piece_max,
+                                      name="maxpool_pieces")
+    ru = te.reduce_axis((0, pieces), "ru")
+    col_at, row_best = te.compute(
+        (n, c, rows, ow), lambda b, ch, q, j: reducer(
+            (piece_at[b, ch, q, j, ru], piece_best[b, ch, q, j, ru]), axis=[ru]),
+        name="maxpool_rows")
     rh = te.reduce_axis((0, k[0]), "rh")
 
     def body(b, ch, i, j):
@@ -261,6 +270,11 @@ def _separable_max(x, out_shape, k, s, pb, d, sizes, low, reducer):
         return reducer((kp, v), axis=[rh])
     return te.compute(out_shape, body, name="anchor_maxpool")
 
+
+#: a window row's taps are reduced in pieces of this many, then over the pieces: short
+#: independent chains the core overlaps, where one chain of 80 taps waited on each compare
+#: (60 x 80 dilated 10 over 1000 x 1000, with indices: 1.03 -> 0.81 ms at 1 thread)
+ROW_PIECE = 8
 
 #: windows of at least this many taps take the max by rows, then over the rows' maxima
 SEPARABLE_MIN_TAPS = 16
