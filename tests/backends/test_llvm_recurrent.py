@@ -147,7 +147,9 @@ def test_recurrent_sequence_matches_onnxruntime(rng, op, direction, extra):
 #: (``gemm_dots``: hidden size and k whole vectors; multiples of 16 cover 8- and 16-lane
 #: targets): several tiles per gate, both directions, batch > 1, input rows below and
 #: above ``DOTS_MAX_ROWS`` (40 rows: panels from the in-register transpose), GRU with the
-#: reset before R (its second product starts at weight row 2H)
+#: reset before R (its second product starts at weight row 2H); every other recurrent
+#: product runs its tiles backwards (counted over steps x batch entries: odd batches make
+#: a batch entry's steps alternate between both orders)
 DOT_TILES = [
     ("LSTM", 8, 1, 32, 32, {}),
     ("LSTM", 1, 1, 48, 64, {}),
@@ -156,6 +158,7 @@ DOT_TILES = [
     ("GRU", 6, 2, 32, 32, {}),
     ("GRU", 4, 1, 16, 48, {"linear_before_reset": 1, "direction": "bidirectional"}),
     ("RNN", 3, 3, 16, 32, {}),
+    ("LSTM", 7, 3, 16, 32, {"direction": "bidirectional"}),
 ]
 
 

@@ -322,20 +322,26 @@ class _Kernel:
         gates of whole vectors, so a tile of ``lanes`` weight rows stays in one gate)."""
         return k_n % self.lanes == 0 and self.hid % self.lanes == 0
 
-    def gemm_dots(self, dst, rows, row_of, src, mat, d, n0, n1, k_n, bias):
+    def gemm_dots(self, dst, rows, row_of, src, mat, d, n0, n1, k_n, bias, flip=None):
         """``dst[row_of(r), col(n)] = bias[col(n)] + sum_k src(r, k) mat[d, n, k]`` on the
         weights as the model stores them, in tiles of ``mr`` input rows x ``lanes / mr``
         weight rows: one vector of partial sums per pair over ``k`` (each weight vector
         loaded once for the ``mr`` rows: an 8-step input projection went from 18 to about
         10 us with 4 rows a tile), then ``shuffle_sums`` turns each input row's vectors into
         one vector of columns. No per-call transpose: a 128-unit LSTM's two 256 KB
-        transposes plus their panels outgrew L2 and cost more than its eight steps."""
+        transposes plus their panels outgrew L2 and cost more than its eight steps.
+
+        ``flip`` (a condition) runs the weight tiles last to first: a recurrence flips
+        every other step, so a step starts on the tiles the one before ended on, still in
+        L2, instead of on the ones longest evicted (see ``recurrent``)."""
         lanes = self.lanes
         mr = _tile(rows, (4, 2, 1))  # input rows per tile: each weight load serves mr
         nr = lanes // mr  # weight rows per tile: mr x nr vectors of partial sums
         full = tirx.Ramp(0, 1, lanes)
         with T.serial(0, rows // mr) as ro:
             with T.serial(0, (n1 - n0) // nr) as no:
+                if flip is not None:
+                    no = tirx.Select(flip, (n1 - n0) // nr - 1 - no, no)
                 n = n0 + no * nr
                 acc = T.alloc_buffer((mr, nr, lanes), self.acc, scope="local")
                 for i in range(mr * nr):
@@ -416,11 +422,16 @@ class _Kernel:
                             T.buffer_store(dst, acc[ri, vi, li],
                                            [row_of(ro * mr + ri), base + vi * lanes + li])
 
-    def recurrent(self, d, dst, b, src, n0, n1, panels, bias):
-        """``dst[b, cols of weight rows n0..n1] = bias + src R^T`` by panels or dots."""
+    def recurrent(self, d, dst, b, src, n0, n1, panels, bias, flip=None):
+        """``dst[b, cols of weight rows n0..n1] = bias + src R^T`` by panels or dots.
+
+        The dots run their tiles backwards where ``flip`` holds (every other step): a
+        512-unit LSTM's 4 MB matrix per direction outgrows L2 (1 MB), so a step always in
+        one order met only tiles evicted since the step before and streamed all 4 MB from
+        L3; alternating, each step begins on the last step's final tiles, still in L2."""
         if self.dots_fit(self.hid):
             self.gemm_dots(dst, 1, lambda row: b, lambda row, k: src(k), self.buf["R"], d,
-                           n0, n1, self.hid, bias)
+                           n0, n1, self.hid, bias, flip)
         elif panels is not None:
             hp = self.hp
             self.gemm_panels(dst, 1, lambda row: b, lambda row, k: src(k), self.hid, panels,
@@ -475,8 +486,9 @@ class _Kernel:
             with T.serial(0, batch) as b:
                 live = None if lens is None else t < lens[b].astype("int32")
                 hsrc = lambda k, b=b: h[b, k]  # noqa: E731
+                flip = (s * batch + b) % 2 == 1  # every other GEMV backwards (L2 reuse)
                 if rh is None:
-                    self.recurrent(d, gh, b, hsrc, 0, g_h, panels, bh)
+                    self.recurrent(d, gh, b, hsrc, 0, g_h, panels, bh, flip)
                 else:  # GRU, reset before R: z and r first, then (r * h) R_h^T
                     self.recurrent(d, gh, b, hsrc, 0, 2 * hid, panels, bh)
                     self.vec_loop(hid, lambda j, b=b: T.buffer_store(
