@@ -29,10 +29,12 @@ CASES = {
     "gcd_row_phase": ((2, 3, 40, 33), (4, 5), (4, 2), (1, 0, 2, 1), (2, 3), 0),
     "dense_5x5_indices": ((1, 4, 13, 11), (5, 5), (1, 1), (2, 2, 2, 2), (1, 1), 0),
     "ceil_odd": ((1, 3, 23, 19), (4, 4), (3, 2), (0, 1, 0, 0), (2, 1), 1),
-    # window rows longer than ROW_PIECE, reduced in pieces and over the pieces: a tail
+    # window rows longer than MAX_PIECE, reduced in pieces and over the pieces: a tail
     # piece (11 = 8 + 3, 21 = 2 * 8 + 5) whose missing taps must never win
     "row_pieces_with_tail": ((1, 2, 30, 47), (3, 11), (2, 3), (1, 5, 0, 5), (2, 2), 0),
     "wide_row_ceil": ((1, 1, 9, 91), (2, 21), (1, 4), (0, 3, 0, 3), (1, 3), 1),
+    # as many rows in pieces (11 = 8 + 3) over the rows' maxima
+    "tall_window_pieces": ((1, 2, 45, 13), (11, 2), (3, 1), (2, 0, 2, 1), (2, 1), 0),
 }
 
 
@@ -65,8 +67,9 @@ def test_cases_take_the_separable_rule(case):
     assert k[0] * k[1] >= lowering_nn.SEPARABLE_MIN_TAPS
 
 
-def test_some_cases_reduce_their_rows_in_pieces():
-    assert any(k[1] > lowering_nn.ROW_PIECE and k[1] % lowering_nn.ROW_PIECE
+@pytest.mark.parametrize("axis", [0, 1])
+def test_some_cases_reduce_in_pieces_with_a_tail(axis):
+    assert any(k[axis] > lowering_nn.MAX_PIECE and k[axis] % lowering_nn.MAX_PIECE
                for _, k, *_ in CASES.values())
 
 
@@ -80,7 +83,7 @@ def test_values_and_indices_match_onnxruntime(case, storage_order):
 
 
 @pytest.mark.parametrize("case", ["dilated_strided_padded", "dense_5x5_indices",
-                                  "row_pieces_with_tail"])
+                                  "row_pieces_with_tail", "tall_window_pieces"])
 def test_ties_take_the_first_position(case):
     """Few distinct values: most windows hold their maximum more than once."""
     rng = np.random.default_rng(9)

@@ -242,39 +242,52 @@ def _separable_max(x, out_shape, k, s, pb, d, sizes, low, reducer):
     g = int(np.gcd(s[0], d[0]))
     r0 = (-pb[0]) % g
     rows = max(1, -(-(h - r0) // g))
-    pieces = -(-k[1] // ROW_PIECE)
-    rv = te.reduce_axis((0, ROW_PIECE), "rv")
 
-    def piece_max(b, ch, q, j, u):
-        tap = u * ROW_PIECE + rv
+    def row_tap(idx, tap):
+        b, ch, q, j = idx
         col = j * s[1] - pb[1] + tap * d[1]
-        ok = tvm.tirx.And(tap < k[1], tvm.tirx.And(col >= 0, col < w))
-        return reducer((tap.astype("int32"), _lazy(ok, x[b, ch, q * g + r0, col], low)),
-                       axis=[rv])
-    piece_at, piece_best = te.compute((n, c, rows, ow, pieces), piece_max,
-                                      name="maxpool_pieces")
-    ru = te.reduce_axis((0, pieces), "ru")
-    col_at, row_best = te.compute(
-        (n, c, rows, ow), lambda b, ch, q, j: reducer(
-            (piece_at[b, ch, q, j, ru], piece_best[b, ch, q, j, ru]), axis=[ru]),
-        name="maxpool_rows")
-    rh = te.reduce_axis((0, k[0]), "rh")
+        inside = tvm.tirx.And(col >= 0, col < w)
+        return tap.astype("int32"), _lazy(inside, x[b, ch, q * g + r0, col], low)
+    col_at, row_best = _max_in_pieces((n, c, rows, ow), k[1], row_tap, low, reducer,
+                                      "maxpool_rows")
 
-    def body(b, ch, i, j):
+    def row_of_window(idx, rh):
+        b, ch, i, j = idx
         r = i * s[0] - pb[0] + rh * d[0]
         inside = tvm.tirx.And(r >= 0, r < h)
         q = te.floordiv(r - r0, g)
-        v = _lazy(inside, row_best[b, ch, q, j], low)
         kp = rh.astype("int32") * k[1] + _lazy(inside, col_at[b, ch, q, j],
                                                tvm.tirx.const(0, "int32"))
-        return reducer((kp, v), axis=[rh])
-    return te.compute(out_shape, body, name="anchor_maxpool")
+        return kp, _lazy(inside, row_best[b, ch, q, j], low)
+    return _max_in_pieces(out_shape, k[0], row_of_window, low, reducer, "anchor_maxpool")
 
 
-#: a window row's taps are reduced in pieces of this many, then over the pieces: short
-#: independent chains the core overlaps, where one chain of 80 taps waited on each compare
-#: (60 x 80 dilated 10 over 1000 x 1000, with indices: 1.03 -> 0.81 ms at 1 thread)
-ROW_PIECE = 8
+def _max_in_pieces(shape, taps, tap_of, low, reducer, name):
+    """``(position, value)`` of the max over ``taps`` taps (``tap_of(index, tap)``), taken
+    in pieces of :data:`MAX_PIECE` taps and then over the pieces' maxima; the taps past
+    ``taps`` in the last piece read ``low`` at a later position, so they never win. A
+    window of one piece or less is one reduction (a stage more cost it 17%: 6 x 8 taps)."""
+    if taps <= MAX_PIECE:
+        r = te.reduce_axis((0, taps), "r")
+        return te.compute(shape, lambda *i: reducer(tap_of(i, r), axis=[r]), name=name)
+    pieces = -(-taps // MAX_PIECE)
+    rv = te.reduce_axis((0, MAX_PIECE), "rv")
+
+    def piece_max(*iu):
+        tap = iu[-1] * MAX_PIECE + rv
+        kp, v = tap_of(iu[:-1], tap)
+        return reducer((kp, _lazy(tap < taps, v, low)), axis=[rv])
+    piece_at, piece_best = te.compute(shape + (pieces,), piece_max, name=name.replace("anchor_", "") + "_pieces")
+    ru = te.reduce_axis((0, pieces), "ru")
+    return te.compute(shape, lambda *i: reducer(
+        (piece_at[i + (ru,)], piece_best[i + (ru,)]), axis=[ru]), name=name)
+
+
+#: a window row's taps (and the window's rows) are reduced in pieces of this many, then
+#: over the pieces: short independent chains the core overlaps, where one chain of 80 taps
+#: waited on each compare (60 x 80 dilated 10 over 1000 x 1000, with indices, at 1 thread:
+#: 1.03 -> 0.81 ms with the rows' taps in pieces, 0.77 ms with the window's rows too)
+MAX_PIECE = 8
 
 #: windows of at least this many taps take the max by rows, then over the rows' maxima
 SEPARABLE_MIN_TAPS = 16
