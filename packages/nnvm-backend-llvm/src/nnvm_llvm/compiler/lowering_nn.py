@@ -266,7 +266,8 @@ def _max_in_pieces(shape, taps, tap_of, low, reducer, name):
     """``(position, value)`` of the max over ``taps`` taps (``tap_of(index, tap)``), taken
     in pieces of :data:`MAX_PIECE` taps and then over the pieces' maxima; the taps past
     ``taps`` in the last piece read ``low`` at a later position, so they never win. A
-    window of one piece or less is one reduction (a stage more cost it 17%: 6 x 8 taps)."""
+    window of one piece or less is one reduction (a stage of one piece cost 6 x 8 taps 17%
+    when the pieces were 8 long)."""
     if taps <= MAX_PIECE:
         r = te.reduce_axis((0, taps), "r")
         return te.compute(shape, lambda *i: reducer(tap_of(i, r), axis=[r]), name=name)
@@ -284,10 +285,11 @@ def _max_in_pieces(shape, taps, tap_of, low, reducer, name):
 
 
 #: a window row's taps (and the window's rows) are reduced in pieces of this many, then
-#: over the pieces: short independent chains the core overlaps, where one chain of 80 taps
-#: waited on each compare (60 x 80 dilated 10 over 1000 x 1000, with indices, at 1 thread:
-#: 1.03 -> 0.81 ms with the rows' taps in pieces, 0.77 ms with the window's rows too)
-MAX_PIECE = 8
+#: over the pieces: short independent chains (LLVM unrolls a piece of 4 whole), where one
+#: chain of 80 taps waited on each compare. 60 x 80 dilated 10 over 1000 x 1000 with
+#: indices, 1 thread, one process: whole rows 1.01 ms, pieces of 2: 0.70, 3: 0.50, 4: 0.27,
+#: 5: 0.34, 8: 0.75, 16: 1.0 (a 6 x 8 window over 61 x 57: 23.2 -> 20.0 us)
+MAX_PIECE = 4
 
 #: windows of at least this many taps take the max by rows, then over the rows' maxima
 SEPARABLE_MIN_TAPS = 16
