@@ -278,7 +278,8 @@ def _max_in_pieces(shape, taps, tap_of, low, reducer, name):
         tap = iu[-1] * MAX_PIECE + rv
         kp, v = tap_of(iu[:-1], tap)
         return reducer((kp, _lazy(tap < taps, v, low)), axis=[rv])
-    piece_at, piece_best = te.compute(shape + (pieces,), piece_max, name=name.replace("anchor_", "") + "_pieces")
+    piece_at, piece_best = te.compute(shape + (pieces,), piece_max,
+                                      name=name.replace("anchor_", "") + "_pieces")
     ru = te.reduce_axis((0, pieces), "ru")
     return te.compute(shape, lambda *i: reducer(
         (piece_at[i + (ru,)], piece_best[i + (ru,)]), axis=[ru]), name=name)

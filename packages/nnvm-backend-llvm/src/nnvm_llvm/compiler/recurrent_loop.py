@@ -19,10 +19,12 @@ the hidden size and ``k`` are whole vectors, products run as tiles of ``lanes`` 
 into column panels every call (the earlier form for 8 steps and more) read and wrote them
 once more per call, which on a 128-unit LSTM over 8 steps outgrew L2 and cost more than
 the steps (81 -> 33 us, onnxruntime 39 us); on a 512-unit bidirectional LSTM over 20 steps
-9.8 -> 3.7 ms at 1 thread (onnxruntime 3.2 ms; all on a loaded 2-core box). That layer is
-now bound by streaming its 4 MB recurrent matrix per step and direction from L3. Only the input projection of many rows
-(``DOTS_MAX_ROWS``) still takes panels, as the dots re-read the weights per row; sizes the
-dot tiles do not fit take panels (long sequences) or dot products reduced by halving.
+9.8 -> 3.7 ms at 1 thread (onnxruntime 3.2 ms; all on a loaded 2-core box). That layer
+streams its 4 MB recurrent matrix per step and direction from L3, but cutting that traffic
+(reversed tile order, below) gained nothing measurable, so that is not the whole limit.
+Only the input projection of many rows (``DOTS_MAX_ROWS``) still takes panels, as the dots
+re-read the weights per row; sizes the dot tiles do not fit take panels (long sequences)
+or dot products reduced by halving.
 
 Both directions of a bidirectional layer run in parallel when the thread pool has two
 workers and the work is large enough. Every ONNX attribute the reference kernel

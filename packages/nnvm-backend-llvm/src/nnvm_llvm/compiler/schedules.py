@@ -176,9 +176,9 @@ SHORT_PLANE = 256
 
 def _vector_plane(sch, inner, n_in: int, lanes: int) -> None:
     """A short image plane (6x6 = 36) as whole vectors plus a tail, one vector when its
-    length is a multiple of 4, else a plain loop. Why: left to LLVM, a 36-element loop ran mostly in its scalar remainder
-    and checks: BatchNorm 2x3x6x6 0.23 -> 0.03 us, 1x512x7x7 19.6 -> 1.95 us at 1 thread
-    (14x14 planes, 196, the same either way)."""
+    length is a multiple of 4, else a plain loop. Why: left to LLVM, a 36-element loop ran
+    mostly in its scalar remainder and checks: BatchNorm 2x3x6x6 0.23 -> 0.03 us, 1x512x7x7
+    19.6 -> 1.95 us at 1 thread (14x14 planes, 196, the same either way)."""
     body = n_in - n_in % lanes
     main, tail = sch.loop_partition(inner, [body, None])
     _try(sch.vectorize, sch.split(main, [None, lanes])[1])
