@@ -91,7 +91,8 @@ def test_exponentials_are_computed_once(width):
     (gl,) = kernel_lowerings(graph, params, 16)
     info = gl.schedule_info(16)
     text = schedule(gl.primfunc(16), info).script()
-    exps = [line.strip() for line in text.splitlines() if "T.exp(" in line]
+    # the exponential is fastmath.exp_nonpositive, a Let chain that binds ``fexpn_t``
+    exps = [line.strip() for line in text.splitlines() if "T.exp(" in line or "fexpn_t:" in line]
     assert info.applied and len(exps) == (1 if width % 16 == 0 else 2), text
     assert all(line.split("[")[0].endswith("_exp") for line in exps), exps
 
@@ -112,3 +113,22 @@ def test_row_partials_reduce_in_halves():
     for stat in ("max0", "sum0"):
         assert text.count(f'_{stat}_rf_update")') == 3, text
     assert "T.vectorized(4)" in text and "T.vectorized(2)" in text, text
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize("width", [8, 20, 37, 49, 91, 128, 1500])
+def test_softmax_rows_at_the_exp_edges(rng, op, width):
+    """Rows with masked (-inf, -1e9) entries, huge logits, and a spread beyond 88 (so some
+    shifted inputs fall where softmax's exp, ``fastmath.exp_nonpositive``, clamps and
+    gives 0), in whole vectors and tails."""
+    x = (rng.standard_normal((6, width)) * 4).astype("float32")
+    x[0, ::3] = -np.inf                    # attention mask of -inf (row max stays finite)
+    x[1, 1::2] = -1e9                      # additive mask
+    x[2] *= 1e4                            # spread far beyond 88: most exps are 0
+    x[3] += 3e4                            # large but equal-scale logits
+    x[4, :] = np.linspace(-100, 0, width)  # shifted inputs across the clamp at -88
+    x[5, -1] = 80.0                        # one dominant logit in the last (tail) element
+    got, want = _both(op, list(x.shape), -1, x)
+    finite = np.isfinite(want)
+    assert np.array_equal(finite, np.isfinite(got)), (got, want)
+    np.testing.assert_allclose(got[finite], want[finite], rtol=1e-5, atol=1e-6)

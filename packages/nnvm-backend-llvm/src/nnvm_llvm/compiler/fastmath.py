@@ -9,6 +9,8 @@ with its own ``MlasComputeExp``/``Erf`` kernels):
 * ``exp``: Cody-Waite range reduction ``x = n ln2 + r`` and a degree-6 minimax polynomial
   for ``e^r`` (Cephes ``expf`` coefficients), ``2^n`` built in the exponent bits; relative
   error about 2 ulp over the range [-86.6, 88.38]; above it +inf, below it 0, NaN kept;
+* ``exp_nonpositive``: softmax's ``e^(x - max)``, the same reduction and polynomial without
+  the overflow side and the selects (called by the softmax rule directly, not installed);
 * ``erf``: Abramowitz & Stegun 7.1.26 (absolute error below 1.5e-7) with the ``exp`` above,
   and its Taylor series for ``|x| < 0.5`` (relative error below 1e-7 there).
 
@@ -39,25 +41,41 @@ def _const(v, dtype: str, scalar: str = "float32"):
     return tirx.Broadcast(c, _lanes(dtype)) if _lanes(dtype) > 1 else c
 
 
-def fast_exp(x, dtype: str = "float32"):
-    """``e^x`` for a float32 (or float32xN) expression, as arithmetic only."""
-    def _c(v):
-        return _const(v, dtype)
+def _consts(dtype: str):
+    """A maker of float32 constants broadcast to ``dtype``'s lanes."""
+    return lambda v: _const(v, dtype)
+
+
+def _int_type(dtype: str) -> str:
+    """The int32 type with ``dtype``'s lanes (for the exponent-field arithmetic)."""
     lanes = _lanes(dtype)
-    itype = f"int32x{lanes}" if lanes > 1 else "int32"
-    x0 = tirx.Var("fexp_x0", dtype)
-    xv = tirx.Var("fexp_x", dtype)
-    nv = tirx.Var("fexp_n", dtype)
-    rv = tirx.Var("fexp_r", dtype)
-    hi, lo = _c(88.3762626647949), _c(-86.6)
-    clamped = tirx.max(tirx.min(x0, hi), lo)
-    n = tirx.floor(xv * _c(1.44269504088896341) + _c(0.5))
-    r = xv - nv * _c(0.693359375) + nv * _c(2.12194440e-4)
+    return f"int32x{lanes}" if lanes > 1 else "int32"
+
+
+def _reduce(xv, nv, _c):
+    """Cody-Waite: ``x - n ln 2`` in two steps (ln 2's leading bits exact in float32)."""
+    return xv - nv * _c(0.693359375) + nv * _c(2.12194440e-4)
+
+
+def _exp_reduced(rv, _c):
+    """``e^r`` for ``|r| <= ln 2 / 2``: Cephes ``expf``'s degree-6 minimax polynomial, its
+    ``r^2`` computed beside the Horner chain rather than after it."""
     p = _c(1.9875691500e-4)
     for coef in (1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1,
                  5.0000001201e-1):
         p = p * rv + _c(coef)
-    p = p * rv * rv + rv + _c(1.0)
+    return p * (rv * rv) + rv + _c(1.0)
+
+
+def fast_exp(x, dtype: str = "float32"):
+    """``e^x`` for a float32 (or float32xN) expression, as arithmetic only."""
+    _c, itype = _consts(dtype), _int_type(dtype)
+    x0, xv, nv, rv = (tirx.Var(f"fexp_{v}", dtype) for v in ("x0", "x", "n", "r"))
+    hi, lo = _c(88.3762626647949), _c(-86.6)
+    clamped = tirx.max(tirx.min(x0, hi), lo)
+    n = tirx.floor(xv * _c(1.44269504088896341) + _c(0.5))
+    r = _reduce(xv, nv, _c)
+    p = _exp_reduced(rv, _c)
     # 2^n as 2 * 2^(n-1): n reaches 128 at the top of the range
     two_n = tirx.reinterpret(dtype, (nv.astype(itype) + _const(126, dtype, "int32"))
                              << _const(23, dtype, "int32")) * _c(2.0)
@@ -66,6 +84,32 @@ def fast_exp(x, dtype: str = "float32"):
     body = tirx.Select(x0 > hi, _c(float("inf")), tirx.Select(
         x0 < lo, _c(0.0), tirx.Select(tirx.isnan(x0), x0, p * two_n)))
     return tirx.Let(x0, x, tirx.Let(xv, clamped, tirx.Let(nv, n, tirx.Let(rv, r, body))))
+
+
+def exp_nonpositive(x, dtype: str = "float32"):
+    """``e^x`` for ``x <= 0`` or NaN (softmax's ``x - max(x)``), cheaper than :func:`fast_exp`.
+
+    Why a second exp: in softmax the exponentials are most of the work, and :func:`fast_exp`
+    spends about a third of its ~22 vector operations on its contract for any input (the
+    overflow side, +-inf, NaN: two clamps, three compares and selects, floor, a float to int
+    conversion). Here the input has no overflow side: one clamp at -88 (NaN passes it, as
+    ``max(lo, x)`` keeps ``x`` on a failed compare; -inf becomes -88), ``n = round(x /
+    ln 2)`` by adding ``1.5 * 2^23 + 127`` (the float's low mantissa bits then hold ``n +
+    127``), and ``2^n`` those bits shifted into the exponent field: no floor, no conversion,
+    no selects. Below -87.68 ``n + 127`` is 0, so ``2^n`` and the result are exactly 0 (the
+    true value is under 8.5e-39, a subnormal; ``fast_exp`` gives 0 from -86.6). Same
+    Cody-Waite reduction and Cephes polynomial as :func:`fast_exp`: about 2 ulp."""
+    _c, itype = _consts(dtype), _int_type(dtype)
+    xv, tv, nv, rv = (tirx.Var(f"fexpn_{v}", dtype) for v in ("x", "t", "n", "r"))
+    magic = _c(12582912.0 + 127.0)  # 1.5 * 2^23: adding it rounds to an integer
+    clamped = tirx.max(_c(-88.0), x)
+    t = xv * _c(1.44269504088896341) + magic
+    n = tv - magic
+    r = _reduce(xv, nv, _c)
+    p = _exp_reduced(rv, _c)
+    two_n = tirx.reinterpret(dtype, tirx.reinterpret(itype, tv) << _const(23, dtype, "int32"))
+    return tirx.Let(xv, clamped, tirx.Let(tv, t, tirx.Let(nv, n, tirx.Let(
+        rv, r, p * two_n))))
 
 
 def fast_erf(x, dtype: str = "float32"):
