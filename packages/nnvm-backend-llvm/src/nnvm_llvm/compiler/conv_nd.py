@@ -6,9 +6,11 @@ Why: as one plain reduction (``lowering_nn._conv_nd``) a C3D-sized 3-D conv ran 
 of spatial axes: output channels in blocks of one vector (``bn``), the weight re-laid out
 ``O{I}{spatial}{bn}o`` by a small ``wpack_`` stage so each tap's ``bn`` weights are one
 contiguous vector load, and the input padded once into a ``pad_`` buffer so the inner
-loop has no bounds tests. Both stages stay materialised (``schedules.KEEP``). The weight
-stage runs per call (the runtime packers are 2-D only); it reads the weight once, which is
-under 1% of a 3-D conv's work.
+loop has no bounds tests. Both stages stay materialised (``schedules.KEEP``). A constant
+weight (a param) is packed once at load instead (``runtime.packing``'s ``conv_nd_{G}g``
+layout, asked for by ``lowering_nn``'s ``conv`` rule): the per-call ``wpack_`` gather was
+a third of a tiny test conv's time (2x4x4x5x4 by 6x2x3x3x3). A weight computed in the graph
+keeps the ``wpack_`` stage, one read of the weight (under 1% of a real 3-D conv's work).
 
 Groups: a channel block never straddles two groups. A channel count per group that no
 block divides (3 classes, 257 STFT bins, 3 channels per group) is zero-padded up to whole
@@ -50,16 +52,17 @@ def _pads_after(sizes, out, kk, strides, dilations, pads_begin):
 
 
 def blocked_conv(x, w, bias, strides, pads_begin, dilations, groups, out_shape, dtype, name,
-                 lanes):
+                 lanes, packed=False):
     """``conv`` over ``len(out_shape) - 2`` spatial axes; the master block is
-    ``anchor_convnd`` with axes ``(n, oc padded, *spatial, ic, *taps)``."""
+    ``anchor_convnd`` with axes ``(n, oc padded, *spatial, ic, *taps)``. ``packed``: ``w``
+    is already in the ``conv_nd_{G}g`` layout (``channel_block``'s block, packed at load)."""
     nsp = len(out_shape) - 2
     n, oc, out = int(out_shape[0]), int(out_shape[1]), [int(d) for d in out_shape[2:]]
     cg = int(w.shape[1])
     cog = oc // groups
-    kk = [int(d) for d in w.shape[2:]]
+    kk = [int(d) for d in w.shape[2:len(w.shape) - packed]]
     sizes = [int(d) for d in x.shape[2:]]
-    bn = channel_block(cog, lanes)
+    bn = int(w.shape[-1]) if packed else channel_block(cog, lanes)
     cogp = -(-cog // bn) * bn  # channels per group, padded to whole blocks
     after = _pads_after(sizes, out, kk, strides, dilations, pads_begin)
     acc = ACCUMULATE[str(x.dtype)]
@@ -70,15 +73,20 @@ def blocked_conv(x, w, bias, strides, pads_begin, dilations, groups, out_shape, 
     if any(pads_begin) or any(after):
         xp = topi.nn.pad(xp, [0, 0] + list(pads_begin), [0, 0] + after, name="pad_" + name)
 
-    def packed(ob, ci, *rest):
+    def pack(ob, ci, *rest):
         taps, v = rest[:-1], rest[-1]
         g, j = (ob * bn + v) // cogp, (ob * bn + v) % cogp
         if cogp == cog:
             return w[(g * cog + j, ci) + taps].astype(acc)
         return te.if_then_else(j < cog, w[(g * cog + te.min(j, cog - 1), ci) + taps],
                                te.const(0, w.dtype)).astype(acc)
-    wp = te.compute((groups * cogp // bn, cg) + tuple(kk) + (bn,), packed,
-                    name="wpack_" + name)
+    if not packed:
+        wp = te.compute((groups * cogp // bn, cg) + tuple(kk) + (bn,), pack,
+                        name="wpack_" + name)
+    elif acc != str(w.dtype):  # half precision: one contiguous conversion per call
+        wp = te.compute(w.shape, lambda *i: w(*i).astype(acc), name="wpack_cast_" + name)
+    else:
+        wp = w
     rc = te.reduce_axis((0, cg), "rc")
     rk = [te.reduce_axis((0, k), f"rk{i}") for i, k in enumerate(kk)]
 
@@ -98,3 +106,16 @@ def blocked_conv(x, w, bias, strides, pads_begin, dilations, groups, out_shape, 
     if acc != dtype:
         return te.compute(tuple(out_shape), lambda *i: y(*i).astype(dtype), name=name + "_cast")
     return y
+
+
+def unpacked(w, groups: int, oc: int):
+    """The model-layout ``(OC, IC / G, *K)`` view of a ``conv_nd_{G}g``-packed weight, for
+    the plain reduction (dtypes the blocked kernel does not take); inlined where read."""
+    bn = int(w.shape[-1])
+    cog = oc // groups
+    cogp = -(-cog // bn) * bn
+
+    def read(o, ci, *taps):
+        c = o // cog * cogp + o % cog
+        return w[(c // bn, ci) + taps + (c % bn,)]
+    return te.compute((oc,) + tuple(w.shape[1:-1]), read, name="wunpack")

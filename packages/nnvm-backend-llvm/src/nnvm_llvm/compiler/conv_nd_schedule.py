@@ -32,15 +32,22 @@ def _conv_nd_tile(sch, spatial, reduce, info):
     return bn, reg_n, rc_bn
 
 
-def _wpack_block(sch) -> int:
-    """The channel block ``blocked_conv`` packed the weight with (its last axis)."""
+def _wpack_block(sch) -> int | None:
+    """The channel block ``blocked_conv`` packed the weight with: the last axis of its
+    ``wpack_`` stage, or of the weight packed at load (the anchor's one read with an axis
+    more than its output); None when the anchor is not ``blocked_conv``'s."""
     wpack = S._find(sch, "wpack_")
-    return S._extent(sch, sch.get_loops(wpack)[-1])
+    if wpack is not None:
+        return S._extent(sch, sch.get_loops(wpack)[-1])
+    anchor = S._find(sch, "anchor_convnd")
+    rank = len(sch.get(anchor).writes[0].source.shape) + 1
+    packed = [r.source for r in sch.get(anchor).reads if len(r.source.shape) == rank]
+    return int(packed[0].shape[-1]) if len(packed) == 1 else None
 
 
 def schedule_conv_nd(sch, func, info) -> bool:
     anchor, axes = _anchor_loops(sch)
-    if anchor is None or S._find(sch, "wpack_") is None:
+    if anchor is None or _wpack_block(sch) is None:
         return False
     spatial, reduce = axes
     b, c, *rows, j = spatial

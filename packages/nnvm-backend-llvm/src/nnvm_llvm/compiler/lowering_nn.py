@@ -14,6 +14,7 @@ import numpy as np
 import tvm
 from tvm import te, topi
 
+from ..runtime import packing
 from . import conv_nd
 from .lowering import _const, register
 
@@ -68,7 +69,15 @@ def _conv_nd(x, w, bias, strides, pads_begin, dilations, groups, out_shape, dtyp
     return y
 
 
-@register("conv", "conv_nd")
+def _conv_nd_pack(attrs, shapes, ctx):
+    """A constant weight is packed at load into the blocked kernel's layout (the kernel
+    would otherwise repack it on every call)."""
+    groups = int(attrs["groups"])
+    bn = conv_nd.channel_block(int(shapes[1][0]) // groups, ctx.vector_lanes)
+    return {1: (packing.conv_nd_layout(groups), bn)}
+
+
+@register("conv", "conv_nd", pack=_conv_nd_pack)
 def _conv(attrs, ins, outs, ctx):
     """Floats: the channel-blocked kernel of ``conv_nd`` (the ``conv_nd`` template); other
     dtypes: the plain reduction (the template finds no ``anchor_convnd`` and steps aside)."""
@@ -83,8 +92,11 @@ def _conv(attrs, ins, outs, ctx):
 
 
 def _conv_any(x, w, args, ctx):
+    packed = 1 in ctx.packed  # only ``conv`` asks for it: the conv_nd_{G}g layout
     if str(x.dtype) in conv_nd.ACCUMULATE and str(w.dtype) == str(x.dtype) == args[-2]:
-        return conv_nd.blocked_conv(x, w, *args, ctx.vector_lanes)
+        return conv_nd.blocked_conv(x, w, *args, ctx.vector_lanes, packed=packed)
+    if packed:
+        w = conv_nd.unpacked(w, args[4], int(args[5][1]))
     return _conv_nd(x, w, *args)
 
 

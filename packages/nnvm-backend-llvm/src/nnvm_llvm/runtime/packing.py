@@ -21,6 +21,10 @@ Layouts:
     ``conv2d_vnni``: int8 weight ``(OC, IC, KH, KW)`` -> ``(OC, ceil(IC / 4) + 1, KH, KW, 4)``:
         per filter tap, the 4-byte groups of input channels (``int8_conv``); the extra
         channel group holds the filter's int32 sum at tap (0, 0).
+    ``conv_nd_{G}g``: weight ``(OC, IC / G, *K)`` of a ``conv`` with ``G`` groups (any number of
+        spatial axes) -> ``(G * ceil(OC / G / bn), IC / G, *K, bn)``: ``conv2d``'s layout
+        with each group's output channels zero-padded to whole blocks, so a vector never
+        straddles two groups (``conv_nd.blocked_conv``'s ``wpack_`` stage, done at load).
     The VNNI layouts store uint8 weights with the top bit flipped (``w - 128`` as int8 bits,
         the dtype kept), since ``vpdpbusd`` multiplies unsigned by signed bytes; the padding
         is 0 in that signed domain.
@@ -62,6 +66,26 @@ def pack_conv2d(weight: np.ndarray, bn: int) -> np.ndarray:
     return np.ascontiguousarray(weight.reshape(oc // bn, bn, ic, kh, kw).transpose(0, 2, 3, 4, 1))
 
 
+def conv_nd_layout(groups: int) -> str:
+    """The ``conv_nd`` layout name for a conv with ``groups`` groups."""
+    return f"conv_nd_{int(groups)}g"
+
+
+def _conv_nd_groups(layout: str) -> int | None:
+    """``G`` of a ``conv_nd_{G}g`` layout name, else None."""
+    head, _, tail = layout.rpartition("_")
+    if head == "conv_nd" and tail.endswith("g") and tail[:-1].isdigit() and int(tail[:-1]) > 0:
+        return int(tail[:-1])
+    return None
+
+
+def pack_conv_nd(weight: np.ndarray, bn: int, groups: int) -> np.ndarray:
+    oc = weight.shape[0]
+    per_group = _pad_rows(weight.reshape((groups, oc // groups) + weight.shape[1:]), 1, bn)
+    blocks = per_group.reshape((groups * per_group.shape[1] // bn, bn) + weight.shape[1:])
+    return np.ascontiguousarray(np.moveaxis(blocks, 1, -1))
+
+
 def _signed_bits(weight: np.ndarray) -> np.ndarray:
     """uint8 weights as the bits of ``w - 128`` (still uint8); int8 ones as they are."""
     return weight ^ np.uint8(0x80) if weight.dtype == np.uint8 else weight
@@ -100,15 +124,22 @@ PACKERS = {"dense": pack_dense, "matmul": pack_matmul, "conv2d": pack_conv2d,
 
 def pack(layout: str, weight: np.ndarray, block: int) -> np.ndarray:
     """Repack ``weight`` into ``layout`` with block size ``block``."""
+    groups = _conv_nd_groups(layout)
+    if groups is not None:
+        return pack_conv_nd(np.asarray(weight), int(block), groups)
     if layout not in PACKERS:
         raise NNVMError(format_error("llvm executor plan", f"unknown weight layout '{layout}'",
-                                     sorted(PACKERS), layout,
+                                     sorted(PACKERS) + ["conv_nd_{G}g"], layout,
                                      fix="Rebuild the model with this nnvm-backend-llvm"))
     return PACKERS[layout](np.asarray(weight), int(block))
 
 
 def packed_shape(layout: str, shape: tuple, block: int) -> tuple:
     """Shape of ``pack(layout, w, block)`` for a weight of ``shape`` (used by the compiler)."""
+    groups = _conv_nd_groups(layout)
+    if groups is not None:
+        oc, cg, *taps = shape
+        return (groups * -(-oc // groups // block), cg, *taps, block)
     if layout == "dense":
         n, k = shape
         return (-(-n // block), k, block)
