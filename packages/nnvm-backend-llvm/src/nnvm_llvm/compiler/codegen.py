@@ -29,7 +29,7 @@ from ..runtime.executor import PLAN_FORMAT, PLAN_VERSION, LLVMModule, graph_fing
 from ..tuning.records import best_records, cpu_model, knobs_key, log_paths, workload_key
 from . import cache, fastmath, gemm, lowering, ml_linear, ml_prep, ml_trees, recurrent, tconv, \
     upsample
-from .groups import Group, group_inputs, group_outputs, partition
+from .groups import Group, group_inputs, group_outputs, partition, view_source
 from .schedules import ScheduleInfo, schedule
 from .target import num_threads, tvm_target, vector_lanes
 
@@ -282,6 +282,7 @@ def _build_module(graph, params, target, config, tgt, t0) -> LLVMModule:
     applied: list[dict] = []
     unsupported: dict[str, str] = {}
     access: list[tuple[list[int], list[int]]] = []  # (entries read, entries written) per step
+    views: dict[int, int] = {}  # reshape output entry -> the entry it views (no kernel)
 
     def entry(e: int, private: bool = False) -> None:
         sid = -1 if storage_id is None or private else int(storage_id[e])
@@ -304,6 +305,11 @@ def _build_module(graph, params, target, config, tgt, t0) -> LLVMModule:
                 entry(e)
             steps.append({"kind": "reference", "node": g.root, "inputs": ins, "outputs": outs})
             access.append((ins, outs))
+            continue
+        source = view_source(graph, g)
+        if source is not None:
+            views[rptr[g.root]] = source
+            entry(rptr[g.root])
             continue
         gl = _GroupLowering(graph, g, params, lanes)
         record = tuned.get(workload_key(gl.signature))
@@ -352,7 +358,8 @@ def _build_module(graph, params, target, config, tgt, t0) -> LLVMModule:
         access.append((gl.inputs, gl.outputs))
     for e in idx.output_entries:
         entry(e)
-    _isolate_clobbered(access, entries)
+    _isolate_clobbered(access, entries, views)
+    _alias_views(views, entries)
     t_lower = time.perf_counter() - t0
     lib_key = cache.digest(f"{tgt}|" + "|".join(sorted(keys)))
     so_bytes = cache.get_lib(lib_key) if funcs else None
@@ -406,7 +413,7 @@ def kernel_lowerings(graph, params, lanes: int, tgt=None) -> list[_GroupLowering
     seen, out = set(), []
     with tgt if tgt is not None else contextlib.nullcontext():
         for g in partition(graph):
-            if not g.lowered:
+            if not g.lowered or view_source(graph, g) is not None:
                 continue
             gl = _GroupLowering(graph, g, params, lanes)
             if gl.signature not in seen:
@@ -415,13 +422,21 @@ def kernel_lowerings(graph, params, lanes: int, tgt=None) -> list[_GroupLowering
     return out
 
 
-def _isolate_clobbered(access, entries) -> None:
+def _view_source(views: dict[int, int], e: int) -> int:
+    """The entry a chain of views (``views``: output -> what it views) starts from."""
+    while e in views:
+        e = views[e]
+    return e
+
+
+def _isolate_clobbered(access, entries, views) -> None:
     """Give an entry its own buffer when another step writes its shared storage between the
     entry's producer and a reader.
 
     PlanMemory shares storage by node order; a fused group runs all its members at its
     root, so a member's input can stay live longer than the plan assumed (and a member's
-    output is written later). Such entries leave the shared pool.
+    output is written later). Such entries leave the shared pool. A view and its source
+    are one buffer (``views``), written once by the source's producer.
     """
     writes: dict[int, list[tuple[int, int]]] = {}
     produced: dict[int, int] = {}
@@ -436,9 +451,29 @@ def _isolate_clobbered(access, entries) -> None:
             sid = entries.get(e, {}).get("storage", -1)
             if sid < 0:
                 continue
-            start = produced.get(e, -1)
-            if any(start < q < pos and other != e for q, other in writes.get(sid, ())):
+            src = _view_source(views, e)
+            start = produced.get(src, -1)
+            if any(start < q < pos and other != src for q, other in writes.get(sid, ())):
                 entries[e]["storage"] = -1
+
+
+def _alias_views(views: dict[int, int], entries: dict) -> None:
+    """Put each reshape output in its source's buffer. PlanMemory shares one storage
+    between a reshape's input and output already (an identity op), sized and kept live for
+    both; a chain it did not share, or that ``_isolate_clobbered`` took out of the pool,
+    gets a storage of its own (a fresh id no planned entry uses), so no kernel can
+    overwrite the source while a view of it is still to be read."""
+    chains: dict[int, list[int]] = {}
+    for out in views:
+        chains.setdefault(_view_source(views, out), []).append(out)
+    fresh = max([info["storage"] for info in entries.values()] + [-1]) + 1
+    for src, outs in chains.items():
+        sids = {entries[e]["storage"] for e in [src] + outs}
+        if len(sids) == 1 and min(sids) >= 0:
+            continue
+        for e in [src] + outs:
+            entries[e]["storage"] = fresh
+        fresh += 1
 
 
 def _empty_func():

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
 from nnvm.ir import Graph
 
 from .lowering import unsupported_reason
@@ -77,7 +79,74 @@ def partition(graph: Graph) -> list[Group]:
             for nid in nodes:
                 groups.append(Group([nid], nid, nid, reasons.get(nid)))
     groups.sort(key=lambda g: g.root)
-    return groups
+    return _fuse_input_views(graph, groups)
+
+
+#: masters whose templates read an inlined view of their input as well as the input
+VIEW_READERS = frozenset(("conv2d",))
+
+
+def _fuse_input_views(graph: Graph, groups: list[Group]) -> list[Group]:
+    """Fold the reshape of a graph input into the one kernel that reads it.
+
+    Why: a graph input's buffer is the executor's input slot, which the plan cannot alias
+    (see ``view_source``), and FuseOps gives conv2d no parents, so the (N, C, W) ->
+    (N, C, 1, W) reshape in front of an imported 1-D conv was a copy kernel of its own.
+    Inside the conv's group the reshape is an index map the schedule inlines before its
+    template runs (``schedules.inline_all``).
+    """
+    idx = graph.index
+    rptr = idx.entry_rptr
+    outputs = {rptr[i] + k for i, k, _ in idx.outputs}
+    readers: dict[int, list[Group]] = {}
+    for g in groups:
+        for e in group_inputs(graph, g):
+            readers.setdefault(e, []).append(g)
+    folded: set[int] = set()
+    for g in groups:
+        node = idx.nodes[g.root]
+        if not g.lowered or len(g.nodes) != 1 or node.op.name not in VIEW_OPS \
+                or any(idx.nodes[i].op is not None for i, _, _ in idx.inputs[g.root]):
+            continue
+        out = rptr[g.root]
+        users = readers.get(out, [])
+        if out in outputs or len(users) != 1 or not users[0].lowered \
+                or idx.nodes[users[0].master].op.name not in VIEW_READERS:
+            continue
+        users[0].nodes = sorted(users[0].nodes + g.nodes)
+        folded.add(g.root)
+    return [g for g in groups if g.root not in folded]
+
+
+#: ops that only relabel a contiguous tensor's shape: same bytes, same order
+VIEW_OPS = frozenset(("reshape", "flatten", "expand_dims", "squeeze", "reshape_like"))
+
+
+def view_source(graph: Graph, group: Group) -> int | None:
+    """The entry a lowered group merely re-shapes, or None when the group computes.
+
+    Why: a reshape of a buffer the executor owns is a view of that buffer, so the plan
+    aliases its output to its input instead of copying (a 1-D conv imported as reshape,
+    conv2d, reshape was three kernels, two of them copies). A graph input (a variable) is
+    never a source: its buffer is the executor's input slot, outside the storage pools.
+    """
+    idx = graph.index
+    if not group.lowered or len(group.nodes) != 1:
+        return None
+    node = idx.nodes[group.root]
+    if node.op.name not in VIEW_OPS or node.num_outputs != 1:
+        return None
+    src, k, _ = idx.inputs[group.root][0]
+    if idx.nodes[src].op is None:
+        return None
+    rptr, dtypes = idx.entry_rptr, graph.attrs.get("dtype")
+    e_in, e_out = rptr[src] + k, rptr[group.root]
+    shapes = graph.attrs["shape"]
+    size = [int(np.prod(shapes[e], dtype=np.int64)) for e in (e_in, e_out)]
+    if dtypes is None or dtypes[e_in] != dtypes[e_out] or dtypes[e_in] not in KERNEL_DTYPES \
+            or size[0] != size[1]:
+        return None
+    return e_in
 
 
 def group_inputs(graph: Graph, group: Group) -> list[int]:
