@@ -3,8 +3,9 @@ input), against onnxruntime.
 
 Why: a constant weight reaches ``conv_nd.blocked_conv`` already in the ``conv_nd_{G}g``
 layout (``runtime.packing``), a computed one through the kernel's own ``wpack_`` stage;
-both must give the same numbers over groups, channel counts no block divides (zero-padded
-per group), padding, strides, dilations and bias, and a rebound weight must be repacked.
+both must give the same numbers, and so must a padded input read through inlined bounds
+tests (small) or copied into a padded buffer (large), over groups, channel counts no block
+divides (zero-padded per group), strides, dilations and bias; a rebound weight is repacked.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ CASES = {
                              (0, 1, 2, 1, 0, 1), (2, 1, 2), 3),
     "3d_g2_cpg8_stride2": ((1, 8, 6, 7, 7), (16, 4, 3, 3, 3), (2, 2, 2), (1,) * 6,
                            (1, 1, 1), 2),
+    # padded input over conv_nd.LAZY_PAD_MAX elements: copied once into a padded buffer
+    "3d_pad_copied": ((1, 4, 10, 20, 20), (8, 4, 3, 3, 3), (1, 1, 1), (1,) * 6, (1, 1, 1), 1),
     "3d_oc17": ((1, 5, 3, 4, 6), (17, 5, 1, 2, 3), (1, 1, 1), (0, 1, 0, 0, 1, 1),
                 (1, 1, 1), 1),
 }

@@ -6,11 +6,13 @@ Why: as one plain reduction (``lowering_nn._conv_nd``) a C3D-sized 3-D conv ran 
 of spatial axes: output channels in blocks of one vector (``bn``), the weight re-laid out
 ``O{I}{spatial}{bn}o`` by a small ``wpack_`` stage so each tap's ``bn`` weights are one
 contiguous vector load, and the input padded once into a ``pad_`` buffer so the inner
-loop has no bounds tests. Both stages stay materialised (``schedules.KEEP``). A constant
+loop has no bounds tests (a small input is read through inlined bounds tests instead,
+``LAZY_PAD_MAX``). Both stages stay materialised (``schedules.KEEP``). A constant
 weight (a param) is packed once at load instead (``runtime.packing``'s ``conv_nd_{G}g``
 layout, asked for by ``lowering_nn``'s ``conv`` rule): the per-call ``wpack_`` gather was
-a third of a tiny test conv's time (2x4x4x5x4 by 6x2x3x3x3). A weight computed in the graph
-keeps the ``wpack_`` stage, one read of the weight (under 1% of a real 3-D conv's work).
+a fifth of a tiny test conv's time (2x4x4x5x4 by 6x2x3x3x3: 0.72 -> 0.58 us). A weight
+computed in the graph keeps the ``wpack_`` stage, one read of the weight (under 1% of a
+real 3-D conv's work).
 
 Groups: a channel block never straddles two groups. A channel count per group that no
 block divides (3 classes, 257 STFT bins, 3 channels per group) is zero-padded up to whole
@@ -25,6 +27,8 @@ fp16 ran 94 ms plainly). float64 stays float64.
 
 from __future__ import annotations
 
+import math
+
 from tvm import te, topi
 
 from .lowering import conv_block
@@ -33,6 +37,14 @@ from .lowering import conv_block
 #: the plain reduction
 ACCUMULATE = {"float32": "float32", "float16": "float32", "bfloat16": "float32",
               "float64": "float64"}
+
+
+#: padded inputs of at most this many elements (64 KiB of fp32) are not copied: the bounds
+#: tests are inlined into the kernel (``window_`` is not a kept stage). Why: the copy of a
+#: small padded input cost more than the tests; ONNX's Conv3d_stride_padding (2x3x5x5x5, pad
+#: 1) 0.66 -> 0.25 us, a 1x8x8x10x10 by 16x8x3x3x3 conv 57.7 -> 55.0 us. Larger inputs (the
+#: C3D-sized convs) keep the copy, which is under 1% of their work.
+LAZY_PAD_MAX = 16384
 
 
 def channel_block(cog: int, lanes: int) -> int:
@@ -71,7 +83,10 @@ def blocked_conv(x, w, bias, strides, pads_begin, dilations, groups, out_shape, 
         xp = te.compute(x.shape, lambda *i: x(*i).astype(acc),
                         name=("cast_" if any(pads_begin) or any(after) else "pad_") + name)
     if any(pads_begin) or any(after):
-        xp = topi.nn.pad(xp, [0, 0] + list(pads_begin), [0, 0] + after, name="pad_" + name)
+        padded = math.prod(int(d) for d in x.shape[:2]) * math.prod(
+            s + b + a for s, b, a in zip(sizes, pads_begin, after))
+        xp = topi.nn.pad(xp, [0, 0] + list(pads_begin), [0, 0] + after,
+                         name=("window_" if padded <= LAZY_PAD_MAX else "pad_") + name)
 
     def pack(ob, ci, *rest):
         taps, v = rest[:-1], rest[-1]
