@@ -87,6 +87,26 @@ def test_conv1d_is_one_kernel(case, bias):
     lib = _run(_model(xs, ws, strides, pads, dil, group, bias), {"x": x})
     assert _kernels(lib) == [["reshape", "conv2d"]], _kernels(lib)
     assert not _clobbered_reads(lib)
+    _assert_template_sees_the_image(lib, xs)
+
+
+def _assert_template_sees_the_image(lib, xs):
+    """The conv template schedules the (N, C, 1, W) image it knows (not a fallback on a
+    reshape it cannot match), and the kernel's argument is the (N, C, W) input again."""
+    import tvm
+    from nnvm_llvm.compiler.codegen import kernel_lowerings
+    from nnvm_llvm.compiler.schedules import schedule
+    from nnvm_llvm.compiler.target import vector_lanes
+
+    tgt = tvm.target.Target(lib._plan["tvm_target"])
+    lanes = vector_lanes(tgt)
+    with tgt:
+        (gl,) = kernel_lowerings(lib.graph, lib.params, lanes, tgt)
+        assert list(gl.viewed) == [gl.inputs[0]]
+        info = gl.schedule_info(lanes)
+        func = gl.unview(schedule(gl.primfunc(lanes), info))
+    assert info.applied
+    assert tuple(int(d) for d in func.params[0].shape) == xs
 
 
 def _graph(nodes, inputs, outputs, inits=()):

@@ -18,7 +18,9 @@ import time
 
 import numpy as np
 import tvm
+import tvm.s_tir as s_tir
 from tvm import te
+from tvm.tirx import IndexMap
 
 from nnvm import progress
 from nnvm.errors import NNVMError, format_error
@@ -29,7 +31,7 @@ from ..runtime.executor import PLAN_FORMAT, PLAN_VERSION, LLVMModule, graph_fing
 from ..tuning.records import best_records, cpu_model, knobs_key, log_paths, workload_key
 from . import cache, fastmath, gemm, lowering, ml_linear, ml_prep, ml_trees, recurrent, tconv, \
     upsample
-from .groups import Group, group_inputs, group_outputs, partition, view_source
+from .groups import VIEW_OPS, Group, group_inputs, group_outputs, partition, view_source
 from .schedules import ScheduleInfo, schedule
 from .target import num_threads, tvm_target, vector_lanes
 
@@ -77,6 +79,7 @@ class _GroupLowering:
             if value is not None and value.size == 1 and value.dtype.kind == "f" \
                     and np.isfinite(value).all():
                 self.consts[e] = float(value.reshape(-1)[0])
+        self.viewed = self._viewed_inputs()
         sig = {"nodes": [], "inputs": [], "outputs": []}
         pos = {e: n for n, e in enumerate(self.inputs)}
         local = {nid: n for n, nid in enumerate(group.nodes)}
@@ -108,6 +111,62 @@ class _GroupLowering:
         self.ops = ops
         self.pretty = "_".join(ops)[:48]
 
+    def _viewed_inputs(self) -> dict[int, int]:
+        """Inputs read only through a reshape that adds or drops size-1 axes (the input of
+        a 1-D conv folded into its conv2d, ``groups._fuse_input_views``): entry -> the
+        reshape's node. The kernel is built and scheduled over the reshaped shape, so the
+        templates find the 4-D image they look for, then ``unview`` gives the argument
+        back the input's own shape."""
+        idx, shapes = self.graph.index, self.graph.attrs["shape"]
+        rptr = idx.entry_rptr
+        reads: dict[int, list[int]] = {}
+        for nid in self.group.nodes:
+            for i, k, _ in idx.inputs[nid]:
+                reads.setdefault(rptr[i] + k, []).append(nid)
+        viewed = {}
+        for e in self.inputs:
+            nid = reads[e][0]
+            if len(reads[e]) == 1 and nid != self.group.root and e not in self.packed \
+                    and e not in self.consts and idx.nodes[nid].op.name in VIEW_OPS \
+                    and len(idx.inputs[nid]) == 1 and lowering.unit_axes_map(
+                        tuple(shapes[e]), tuple(shapes[rptr[nid]])) is not None:
+                viewed[e] = nid
+        return viewed
+
+    def unview(self, func):
+        """Give each viewed input's parameter its own shape back (a layout transform of
+        the parameter buffer: the loads index it without the size-1 axes)."""
+        if not self.viewed:
+            return func
+        shapes = self.graph.attrs["shape"]
+        rptr = self.graph.index.entry_rptr
+        sch = s_tir.Schedule(func)
+        blocks = list(sch.get_child_blocks(sch.get_sblock("root")))
+        for n, e in enumerate(self.inputs):
+            if e not in self.viewed:
+                continue
+            axes = lowering.unit_axes_map(tuple(shapes[e]),
+                                          tuple(shapes[rptr[self.viewed[e]]]))
+            for b in blocks:
+                slot = next((k for k, r in enumerate(sch.get(b).reads)
+                             if r.source.name == f"in{n}"), None)
+                if slot is not None:
+                    sch.transform_layout(b, ("read", slot), IndexMap.from_func(
+                        _drop_unit_axes(axes), ndim=len(shapes[rptr[self.viewed[e]]]),
+                        index_dtype="int32"))
+                    break
+        return sch.mod["main"]
+
+    def scheduled(self, lanes: int, info: ScheduleInfo):
+        """The group's scheduled PrimFunc; where a viewed input's layout cannot be given
+        back, the one scheduled with its reshape inlined instead (the same values)."""
+        if self.viewed:
+            try:
+                return self.unview(schedule(self.primfunc(lanes), info))
+            except Exception:  # noqa: BLE001 - a TVM error: this layout cannot be inverted
+                info.applied = False
+        return schedule(self.primfunc(lanes, views=False), info)
+
     def arg_refs(self) -> list[dict]:
         refs = []
         for e in self.inputs:
@@ -127,15 +186,16 @@ class _GroupLowering:
                             blocks.get("matmul"), conv_block=blocks.get("conv2d"),
                             knobs=dict(knobs or {}))
 
-    def primfunc(self, lanes: int):
-        """Build the group's TE and return the unscheduled PrimFunc."""
+    def primfunc(self, lanes: int, views: bool = True):
+        """Build the group's TE and return the unscheduled PrimFunc (with ``views``, each
+        viewed input as a parameter of its reshape's shape: see ``_viewed_inputs``)."""
         graph, idx = self.graph, self.graph.index
         rptr = idx.entry_rptr
         shapes, dtypes = graph.attrs["shape"], graph.attrs["dtype"]
         tensors: dict[int, te.Tensor] = {}
         placeholders = []
         for n, e in enumerate(self.inputs):
-            shape = shapes[e]
+            shape = shapes[rptr[self.viewed[e]]] if views and e in self.viewed else shapes[e]
             if e in self.packed:
                 layout, block = self.packed[e]
                 shape = lowering.packed_input_shape(layout, shape, block)
@@ -144,9 +204,13 @@ class _GroupLowering:
             if e in self.consts:  # the argument stays (the plan's wiring), unread
                 t = te.compute(t.shape, _constant(self.consts[e], dtypes[e]), name=f"const{n}")
             tensors[e] = t
+        folded = {nid for nid in self.viewed.values()} if views else set()
         for pos, nid in enumerate(self.group.nodes):
             node = idx.nodes[nid]
             ins = [tensors[rptr[i] + k] for i, k, _ in idx.inputs[nid]]
+            if nid in folded:  # the placeholder has the reshaped shape already
+                tensors[rptr[nid]] = ins[0]
+                continue
             outs = [(tuple(int(d) for d in shapes[e]), dtypes[e])
                     for e in range(rptr[nid], rptr[nid + 1])]
             ctx = lowering.LowerContext(lanes, self.node_packed.get(nid, {}),
@@ -171,6 +235,13 @@ class _GroupLowering:
             seen.add(t)
             final.append(t)
         return te.create_prim_func(placeholders + final)
+
+
+def _drop_unit_axes(axes: list):
+    """An index map from the reshaped indices to the input's (``lowering.unit_axes_map``):
+    a closure, as ``IndexMap.from_func`` passes a variable to every named parameter."""
+    zero = tvm.tirx.const(0, "int32")
+    return lambda *i: [i[d] if d is not None else zero for d in axes]
 
 
 def _constant(value: float, dtype: str):
@@ -321,17 +392,17 @@ def _build_module(graph, params, target, config, tgt, t0) -> LLVMModule:
             func = cache.get_kernel(key)
             if func is None:
                 info = gl.schedule_info(lanes, knobs)
-                func = schedule(gl.primfunc(lanes), info)
+                func = gl.scheduled(lanes, info)
                 if knobs and not info.applied:
                     # a record whose knobs the template now refuses (logged before the
                     # template changed): the heuristic's kernel, not the plain loop nest
-                    func = schedule(gl.primfunc(lanes), gl.schedule_info(lanes))
+                    func = gl.scheduled(lanes, gl.schedule_info(lanes))
                 cache.put_kernel(key, func)
             if record:
                 applied.append({"kernel": name, "workload": record["workload"], "knobs": knobs,
                                 "seconds": record["seconds"], "threads": record.get("threads")})
             funcs[name] = (func.with_attr("global_symbol", name),
-                           lambda gl=gl: gl.primfunc(lanes))
+                           lambda gl=gl: gl.primfunc(lanes, views=False))
             keys.append(key)
         for e in gl.inputs:
             entry(e)
