@@ -144,3 +144,37 @@ def test_unpacked_view_reads_the_model_layout_back():
     out = tvm.runtime.tensor(np.zeros(w.shape, "int32"))
     lib(tvm.runtime.tensor(p), out)
     np.testing.assert_array_equal(out.numpy(), w)
+
+
+@pytest.mark.parametrize("case", ["3d_g3_cpg5_dil2_asym", "3d_pad_stride_onnx_test"])
+def test_template_and_knobs_apply_to_the_packed_weight(case):
+    """The ``conv_nd`` template finds the block of a weight packed at load (no ``wpack_``
+    stage to read it from): it applies, untuned and under every knob ``nnvm tune`` offers,
+    and the kernel matches onnxruntime."""
+    import tvm
+    import tvm.runtime
+    from tvm import te
+
+    from nnvm_llvm.compiler import conv_nd, schedules
+
+    xs, ws, strides, pads, dil, group = CASES[case]
+    model, x, w = _model(case, False, False)
+    want = _oracle(model, {"x": x})
+    bn = conv_nd.channel_block(ws[0] // group, 16)
+    wpacked = packing.pack(packing.conv_nd_layout(group), w, bn)
+    xt = te.placeholder(xs, name="x")
+    wt = te.placeholder(wpacked.shape, name="w")
+    y = conv_nd.blocked_conv(xt, wt, None, strides, pads[:len(xs) - 2], dil, group,
+                             want.shape, "float32", "conv", 16, packed=True)
+    func = te.create_prim_func([xt, wt, y])
+    space = schedules.knob_space(func, schedules.ScheduleInfo("conv_nd", 16))
+    assert space
+    knobs = [{}] + [{k: v} for k, choices in space.items() for v in choices[1:]]
+    for knob in knobs:
+        info = schedules.ScheduleInfo("conv_nd", 16, knobs=knob)
+        lib = tvm.compile(tvm.IRModule({"main": schedules.schedule(func, info)}),
+                          target="llvm")
+        assert info.applied, knob
+        out = tvm.runtime.tensor(np.zeros(want.shape, "float32"))
+        lib["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(wpacked), out)
+        np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-4, err_msg=str(knob))
