@@ -40,6 +40,10 @@ from tvm import te, tirx
 REG_TILE_PREFS = (4, 5, 3, 6, 7, 2, 8)
 #: output rows a plane of short rows may have for its row loop to be unrolled
 SHORT_ROWS_UNROLLED = 32
+#: most outputs a depthwise row tile may compute per flat-tile output (its rounded rows)
+ROW_TILE_WASTE_MAX = 1.15
+#: rows per register tile of a row-tiled depthwise window, in order of preference
+ROW_TILE_PREFS = (5, 4, 6, 3, 7, 8, 2)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,6 +137,8 @@ def flat_window(xq, g: FlatPlane, combine, tap, name: str):
     value itself); then cropped to ``(n, c, oh, ow)``."""
     n, c = xq.shape[0], xq.shape[1]
     rows, wrow = g.tile
+    width = row_tiled_width(g) if name.startswith("anchor_depthwise") else wrow
+    rows = row_tiled_rows(g) if width % g.lanes == 0 else rows
     rh, rw = te.reduce_axis((0, g.kh), "rh"), te.reduce_axis((0, g.kw), "rw")
 
     def at(b, ch, r, t):
@@ -140,11 +146,41 @@ def flat_window(xq, g: FlatPlane, combine, tap, name: str):
         q = (r + dy // g.sh) * wrow + t + dx // g.sw  # flat: a tap may wrap a dropped column
         v = xq[b, ch, (dy % g.sh) // g.gh, (dx % g.sw) // g.gw, q // wrow, q % wrow]
         return combine(tap(v, ch, rh, rw), axis=[rh, rw])
-    acc = te.compute((n, c, rows, wrow), at, name=name)
-    # always a crop, even of the whole: the schedule flattens the window's own buffer,
-    # which must never be the kernel's output
+    acc = te.compute((n, c, rows, width), at, name=name)
+    if (rows, width) == (g.oh, g.ow) and width % g.lanes == 0:
+        return acc  # row-tiled over exactly the output: nothing to crop
+    # otherwise always a crop, even of the whole: a flat schedule flattens the window's own
+    # buffer, which must never be the kernel's output
     return te.compute((n, c, g.oh, g.ow), lambda b, ch, i, j: acc[b, ch, i, j],
                       name=name + "_rows")
+
+
+def row_tiled_width(g: FlatPlane) -> int:
+    """Columns per computed row of a depthwise window tiled across rows: ``Wrow`` rounded up
+    to whole vectors, or ``Wrow`` itself (flat tiles) where that wastes more than
+    ``ROW_TILE_WASTE_MAX`` or would read past the phase planes (the columns past ``Wrow``
+    read the next row, so ``Wrow`` must be at least that overhang plus the taps' reach).
+
+    Why: flat register tiles are consecutive vectors, so each of ``kh x kw`` taps is its
+    own unaligned load per output vector (the asm of 5 x 5 over 256 x 50 x 38: 25 loads
+    feeding 25 FMAs, load bound at 2.4x the roof). Tiles of one vector in ``K`` consecutive
+    rows share their loads: the row ``r + rh`` is the same vector for every ``(r, rh)`` of
+    equal sum, so ``(K + kh - 1) x kw`` loads feed ``K x kh x kw`` FMAs. That needs rows
+    of whole vectors, hence the rounded width."""
+    rows, wrow = g.tile
+    width = -(-g.ow // g.lanes) * g.lanes
+    fits = width + g.reach[1] <= 2 * wrow if g.reach[1] else width == wrow
+    if fits and width * row_tiled_rows(g) <= ROW_TILE_WASTE_MAX * rows * wrow:
+        return width
+    return wrow
+
+
+def row_tiled_rows(g: FlatPlane) -> int:
+    """Rows a row-tiled window computes: ``oh`` rounded up to whole tiles of
+    ``ROW_TILE_PREFS`` rows (the fewest, in that order), at most the phase planes' ``R``."""
+    rows = g.tile[0]
+    return min((-(-g.oh // k) * k for k in ROW_TILE_PREFS if -(-g.oh // k) * k <= rows),
+               default=rows)
 
 
 def _phase_planes(sch, anchor):
@@ -162,18 +198,26 @@ def is_flat(sch, anchor) -> bool:
 def schedule_flat(sch, anchor, info, extent, parallel_min_work: int) -> bool:
     """Per plane (the parallel loop over ``n x c``): the padded phase planes, then register
     tiles of ``rt`` vectors of ``vw`` flat outputs (the taps outside the tile, so every tap
-    feeds ``rt`` independent accumulators), then the output rows with the epilogue. Knobs:
-    ``vw``, ``rt``, ``parallel``."""
-    rows, wrow, work = _sizes(sch, anchor, extent)
+    feeds ``rt`` independent accumulators), then the output rows with the epilogue. A
+    depthwise window whose rows are whole vectors (:func:`row_tiled_width`) is tiled across
+    ``rt`` rows instead, one vector per row, so the rows' taps share loads. Knobs: ``vw``,
+    ``rt``, ``parallel``."""
+    rows, width, work = _sizes(sch, anchor, extent)
     vw = info.knobs.get("vw") or info.lanes
-    if (rows * wrow) % vw:
+    if (rows * width) % vw:
         return False
-    rt = info.knobs.get("rt") or _reg_tile(rows * wrow // info.lanes)
+    name = sch.get(anchor).name_hint
+    depthwise = name.startswith("anchor_depthwise")
+    row_tiled = depthwise and width % info.lanes == 0
+    rt = info.knobs.get("rt") or (_row_tile(rows) if row_tiled else
+                                  _reg_tile(rows * width // info.lanes))
+    if row_tiled and rows % rt:
+        return False
     pad = _phase_planes(sch, anchor)
-    # one flat output axis: p = r * Wrow + t, so the register tiles run across rows
-    sch.transform_block_layout(anchor, lambda vb, vc, vr, vt, vh, vw_: (
-        vb, vc, vr * wrow + vt, vh, vw_))
-    b, c, p, *red = sch.get_loops(anchor)
+    if not row_tiled:  # one flat output axis: p = r * Wrow + t, tiles run across rows
+        sch.transform_block_layout(anchor, lambda vb, vc, vr, vt, vh, vw_: (
+            vb, vc, vr * width + vt, vh, vw_))
+    b, c, *_ = sch.get_loops(anchor)
     bc = sch.fuse(b, c)
     # rows and padding placed per plane while the accesses are still (row, column) pairs,
     # then both buffers flat, so each tap's index (q // Wrow, q % Wrow) simplifies to q
@@ -190,27 +234,46 @@ def schedule_flat(sch, anchor, info, extent, parallel_min_work: int) -> bool:
     else:
         try_decompose_padding(sch, pad, info.lanes)
     _flatten_rows(sch, pad)
-    _flatten_rows(sch, anchor)
-    po, pi = sch.split(p, [None, vw])
-    poo, poi = sch.split(po, [None, rt])
-    sch.reorder(poo, *red, poi, pi)
+    if row_tiled:
+        anchor = sch.get_sblock(name)  # the re-layout above renewed the block
+        _, r, t, *red = sch.get_loops(anchor)
+        outer = sch.split(r, [None, rt])
+        to, ti = sch.split(t, [None, vw])
+        sch.reorder(outer[0], to, *red, outer[1], ti)
+        tile, inner, lane = to, outer[1], ti
+    else:
+        _flatten_rows(sch, anchor)
+        _, p, *red = sch.get_loops(anchor)
+        po, lane = sch.split(p, [None, vw])
+        tile, inner = sch.split(po, [None, rt])
+        sch.reorder(tile, *red, inner, lane)
     wb = sch.cache_write(anchor, 0, "local")
-    sch.reverse_compute_at(wb, poo)
+    sch.reverse_compute_at(wb, tile)
     if info.knobs.get("parallel", work >= parallel_min_work) and extent(sch, bc) > 1:
         sch.parallel(bc)
-    sch.unroll(poi)
-    sch.vectorize(pi)
+    sch.unroll(inner)
+    sch.vectorize(lane)
+    if row_tiled:  # every tap unrolled, so LLVM sees the loads the rows share
+        for red_loop in red:
+            sch.unroll(red_loop)
     init = sch.decompose_reduction(anchor, red[0])
     sch.vectorize(sch.get_loops(init)[-1])
-    depthwise = sch.get(anchor).name_hint.startswith("anchor_depthwise")
     for consumer in consumers:
         # an epilogue's depthwise rows take pairs; a plain crop, and pools, pieces of 4
         epilogue = not sch.get(consumer).name_hint.endswith("_rows")
         _output_rows(sch, consumer, extent, info.lanes, 2 if depthwise and epilogue else 4)
-    wo, wi = sch.split(sch.get_loops(wb)[-1], [None, vw])
-    sch.unroll(wo)
-    sch.vectorize(wi)
+    if row_tiled:
+        sch.unroll(sch.get_loops(wb)[-2])
+        sch.vectorize(sch.get_loops(wb)[-1])
+    else:
+        wo, wi = sch.split(sch.get_loops(wb)[-1], [None, vw])
+        sch.unroll(wo)
+        sch.vectorize(wi)
     return True
+
+
+def _row_tile(rows: int) -> int:
+    return next((k for k in ROW_TILE_PREFS if rows % k == 0), 1)
 
 
 def _output_rows(sch, block, extent, lanes: int, narrowest: int = 4) -> None:
@@ -264,12 +327,18 @@ def window_work(sch, anchor, extent) -> int:
 def flat_space(sch, anchor, info, extent, parallel_min_work: int) -> dict:
     """``nnvm tune``'s knobs of :func:`schedule_flat`, the heuristic's choice first: vector
     width, vectors per register tile (divisors of the flat length in whole vectors, valid at
-    either width) and whether to run the planes in parallel."""
+    either width; rows per tile, dividing the rows, for a row-tiled depthwise window) and
+    whether to run the planes in parallel."""
     rows, wrow, work = _sizes(sch, anchor, extent)
-    vecs = rows * wrow // info.lanes
-    first = _reg_tile(vecs)
+    if sch.get(anchor).name_hint.startswith("anchor_depthwise") and wrow % info.lanes == 0:
+        first = _row_tile(rows)  # row-tiled: rows per tile, dividing the rows
+        tiles = [r for r in ROW_TILE_PREFS if rows % r == 0 and r != first]
+    else:
+        vecs = rows * wrow // info.lanes
+        first = _reg_tile(vecs)
+        tiles = [r for r in REG_TILE_PREFS if vecs % r == 0 and r != first]
     return {"vw": [info.lanes, info.lanes // 2],
-            "rt": [first] + [r for r in REG_TILE_PREFS if vecs % r == 0 and r != first],
+            "rt": [first] + tiles,
             "parallel": [work >= parallel_min_work, work < parallel_min_work]}
 
 
