@@ -178,3 +178,32 @@ def test_template_and_knobs_apply_to_the_packed_weight(case):
         out = tvm.runtime.tensor(np.zeros(want.shape, "float32"))
         lib["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(wpacked), out)
         np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-4, err_msg=str(knob))
+
+
+def test_narrow_3d_conv_tiles_planes_too():
+    """A 3-D conv 2 columns by 3 rows wide (ONNX's Conv3d_groups test) also takes 2 planes
+    of the depth axis into its register tile: 2 x 3 x 2 = 12 accumulators (the init and the
+    update nests each unroll 2, 3 and 2), and the kernel still matches onnxruntime."""
+    import re
+
+    import tvm
+    import tvm.runtime
+    from tvm import te
+
+    from nnvm_llvm.compiler import conv_nd, schedules
+
+    xs, ws, strides, pads, dil, group = CASES["3d_g2_cpg3_onnx_test"]
+    model, x, w = _model("3d_g2_cpg3_onnx_test", False, False)
+    want = _oracle(model, {"x": x})
+    xt, wt = te.placeholder(xs, name="x"), te.placeholder(ws, name="w")
+    y = conv_nd.blocked_conv(xt, wt, None, strides, pads[:3], dil, group, want.shape,
+                             "float32", "conv", 16)
+    info = schedules.ScheduleInfo("conv_nd", 16)
+    func = schedules.schedule(te.create_prim_func([xt, wt, y]), info)
+    assert info.applied
+    unrolled = sorted(int(e) for e in re.findall(r"T\.unroll\((\d+)\)", func.script()))
+    assert unrolled == [2, 2, 2, 2, 3, 3], unrolled
+    lib = tvm.compile(func, target="llvm")
+    out = tvm.runtime.tensor(np.zeros(want.shape, "float32"))
+    lib(tvm.runtime.tensor(x), tvm.runtime.tensor(w), out)
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-4)
