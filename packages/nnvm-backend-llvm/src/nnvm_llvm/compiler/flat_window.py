@@ -24,6 +24,13 @@ Here, per (n, c) plane, inside the parallel loop:
    from wrapping), so a 7 x 7 plane is five 16-lane vectors instead of seven 7-lane ones;
 3. the output rows are read back out of the flat result, the epilogue fused into that copy.
 
+A depthwise window whose output rows round up to whole vectors at little waste
+(:func:`row_tiled_width`) is computed as rows of that width instead of flat, in register
+tiles of one vector in each of ``rt`` consecutive rows, every tap unrolled: the input row a
+tap ``(rh, rw)`` of output row ``r`` reads is the one tap ``(rh - 1, rw)`` of row ``r + 1``
+reads, so LLVM loads it once for both (5 x 5 over 256 x 50 x 38: 523 -> 374 us; 3 x 3 over
+16 x 400 x 304, whose rows are whole vectors and need no crop: 990 -> 566 us; 1 thread).
+
 Shapes are static; the geometry is :class:`FlatPlane`. ``window_schedule.schedule_window`` hands
 a window whose input is phase planes (:func:`is_flat`) to :func:`schedule_flat`.
 """
