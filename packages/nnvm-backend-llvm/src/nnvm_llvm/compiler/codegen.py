@@ -31,7 +31,7 @@ from ..runtime.executor import PLAN_FORMAT, PLAN_VERSION, LLVMModule, graph_fing
 from ..tuning.records import best_records, cpu_model, knobs_key, log_paths, workload_key
 from . import cache, fastmath, gemm, lowering, ml_linear, ml_prep, ml_trees, recurrent, tconv, \
     upsample
-from .groups import VIEW_OPS, Group, group_inputs, group_outputs, partition, view_source
+from .groups import VIEW_OPS, VIEW_READERS, Group, group_inputs, group_outputs, partition, view_source
 from .schedules import ScheduleInfo, schedule
 from .target import num_threads, tvm_target, vector_lanes
 
@@ -123,7 +123,9 @@ class _GroupLowering:
         for nid in self.group.nodes:
             for i, k, _ in idx.inputs[nid]:
                 reads.setdefault(rptr[i] + k, []).append(nid)
-        viewed = {}
+        viewed: dict[int, int] = {}
+        if idx.nodes[self.group.master].op.name not in VIEW_READERS:
+            return viewed
         for e in self.inputs:
             nid = reads[e][0]
             if len(reads[e]) == 1 and nid != self.group.root and e not in self.packed \
@@ -155,7 +157,14 @@ class _GroupLowering:
                         _drop_unit_axes(axes), ndim=len(shapes[rptr[self.viewed[e]]]),
                         index_dtype="int32"))
                     break
-        return sch.mod["main"]
+            else:
+                raise NNVMError(f"llvm build: no block of '{self.pretty}' reads in{n}")
+        func = sch.mod["main"]
+        for n, e in enumerate(self.inputs):
+            if e in self.viewed and tuple(int(d) for d in func.params[n].shape) != \
+                    tuple(shapes[e]):
+                raise NNVMError(f"llvm build: in{n} of '{self.pretty}' kept its view's shape")
+        return func
 
     def scheduled(self, lanes: int, info: ScheduleInfo):
         """The group's scheduled PrimFunc; where a viewed input's layout cannot be given
