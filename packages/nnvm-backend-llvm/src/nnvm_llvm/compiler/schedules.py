@@ -327,6 +327,19 @@ def _dense_kc(m: int, kk: int, mr: int, nr: int) -> int:
     return 0
 
 
+def _slices_columns(sch, n: int) -> bool:
+    """Whether an output of the kernel is narrower than the anchor's ``n`` columns (the
+    zero-padded panels sliced back to N: ``gemm.packed_gemm``'s ``_unpad`` or ``_bias``).
+    Why: inlined into the write-back, that slice's column predicate replaced the write-back's
+    row predicate, so uneven row tiles (37 rows in tiles of 8) stored three rows past the
+    output's end: a 37 x 128 @ 128 x 72 dense corrupted the heap (``munmap_chunk(): invalid
+    pointer``)."""
+    outs = _output_buffers(sch.mod["main"])
+    return any(len(w.source.shape) and int(w.source.shape[-1]) != n
+               for b in _blocks(sch) if _writes_output(sch, b, outs)
+               for w in sch.get(b).writes)
+
+
 def schedule_dense(sch, func, info: ScheduleInfo) -> bool:
     """Register tile ``mr x nr`` over packed panels; when a panel (K x nr) overflows L1, K
     is cut into ``kc`` slices and the rows into ``mc`` blocks so the panel slice stays in
@@ -360,7 +373,8 @@ def schedule_dense(sch, func, info: ScheduleInfo) -> bool:
         wb = sch.cache_write(anchor, 0, "local")
         sch.reverse_compute_at(wb, io)
         red, outer = k, [jo, io]
-    _epilogue_into(sch, func, wb)
+    if not (m % mr and _slices_columns(sch, n)):
+        _epilogue_into(sch, func, wb)
     fused = sch.fuse(*outer)
     if knobs.get("parallel", m * n * kk >= PARALLEL_MIN_WORK) and _extent(sch, fused) > 1:
         _try(sch.parallel, fused)  # before decompose_reduction: after it, TVM refuses
