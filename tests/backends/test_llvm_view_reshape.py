@@ -156,6 +156,19 @@ def test_input_reshape_read_twice_stays_a_kernel():
     assert ["reshape"] in _kernels(lib)
 
 
+def test_general_reshape_of_an_input_stays_a_kernel():
+    """A reshape that moves elements between non-unit axes ((1, 4, 6) -> (1, 2, 2, 6)) is
+    not a unit-axis view the conv can be scheduled over: it stays a copy kernel."""
+    rng = np.random.default_rng(11)
+    w = rng.standard_normal((3, 2, 1, 3)).astype("float32")
+    nodes = [helper.make_node("Reshape", ["x", "s"], ["x4"]),
+             helper.make_node("Conv", ["x4", "w"], ["y"], pads=[0, 1, 0, 1])]
+    inits = [("w", w), ("s", np.array([1, 2, 2, 6], np.int64))]
+    model = _graph(nodes, [("x", [1, 4, 6])], [("y", [1, 3, 2, 6])], inits)
+    lib = _run(model, {"x": rng.standard_normal((1, 4, 6)).astype("float32")})
+    assert _kernels(lib) == [["reshape"], ["conv2d"]], _kernels(lib)
+
+
 def test_export_c_runs_the_aliased_plan(tmp_path):
     """The standalone C library (one arena laid out by the plan's storage) gives the
     module's outputs bit for bit on a 1-D conv with its reshapes folded and aliased."""

@@ -14,7 +14,7 @@ import numpy as np
 
 from nnvm.ir import Graph
 
-from .lowering import unsupported_reason
+from .lowering import unit_axes_map, unsupported_reason
 
 #: dtypes a kernel can take or return: NumPy exports these through DLPack (ml_dtypes'
 #: bfloat16/float8/int4 are opaque to DLPack, so ops on them run their reference kernels)
@@ -82,7 +82,8 @@ def partition(graph: Graph) -> list[Group]:
     return _fuse_input_views(graph, groups)
 
 
-#: masters whose templates read an inlined view of their input as well as the input
+#: masters whose group takes in the reshape of a graph input (their templates are scheduled
+#: over the reshaped image, see ``_fuse_input_views``)
 VIEW_READERS = frozenset(("conv2d",))
 
 
@@ -92,8 +93,8 @@ def _fuse_input_views(graph: Graph, groups: list[Group]) -> list[Group]:
     Why: a graph input's buffer is the executor's input slot, which the plan cannot alias
     (see ``view_source``), and FuseOps gives conv2d no parents, so the (N, C, W) ->
     (N, C, 1, W) reshape in front of an imported 1-D conv was a copy kernel of its own.
-    Inside the conv's group the reshape is an index map the schedule inlines before its
-    template runs (``schedules.inline_all``).
+    Only reshapes that add or drop size-1 axes fold: the kernel is scheduled over the
+    reshaped input, then given the input's shape back (``codegen._GroupLowering.unview``).
     """
     idx = graph.index
     rptr = idx.entry_rptr
@@ -103,12 +104,17 @@ def _fuse_input_views(graph: Graph, groups: list[Group]) -> list[Group]:
         for e in group_inputs(graph, g):
             readers.setdefault(e, []).append(g)
     folded: set[int] = set()
+    shapes = graph.attrs["shape"]
     for g in groups:
         node = idx.nodes[g.root]
         if not g.lowered or len(g.nodes) != 1 or node.op.name not in VIEW_OPS \
-                or any(idx.nodes[i].op is not None for i, _, _ in idx.inputs[g.root]):
+                or len(idx.inputs[g.root]) != 1:
             continue
+        src, k, _ = idx.inputs[g.root][0]
         out = rptr[g.root]
+        if idx.nodes[src].op is not None or unit_axes_map(
+                tuple(shapes[rptr[src] + k]), tuple(shapes[out])) is None:
+            continue  # a kernel's output is aliased instead; a general reshape is a copy
         users = readers.get(out, [])
         if out in outputs or len(users) != 1 or not users[0].lowered \
                 or idx.nodes[users[0].master].op.name not in VIEW_READERS:
