@@ -119,10 +119,9 @@ def _graph(nodes, inputs, outputs, inits=()):
 
 
 def test_view_of_a_kernel_output_outlives_its_source():
-    """The first conv's output is dead after its reshape as far as the memory planner
-    knows, so the second conv's output may take its storage while the view is still to be
-    read by the final add: the alias keeps a buffer of its own. The view is viewed again
-    (a chain) and is a graph output too."""
+    """A chain of views of the first conv's output (one of them a graph output) is read by
+    the second conv and by the add fused after it: no kernel, and no other value written
+    into their buffer before the last of those reads."""
     rng = np.random.default_rng(5)
     w1 = rng.standard_normal((6, 3, 3, 3)).astype("float32")
     w2 = rng.standard_normal((6, 6, 1, 1)).astype("float32")
