@@ -35,6 +35,9 @@ CASES = {
     "rows_20": ((10, 20), 1),
     "rows_8": ((1, 2, 8, 8), -1),
     "rows_12": ((3, 4, 12), -1),
+    "rows_12_in_pairs": ((1, 8, 40, 12), -1),
+    "rows_12_odd_row_count": ((3, 5, 12), -1),
+    "rows_9_in_pairs": ((2, 9, 9), -1),
     "rows_4": ((6, 4), -1),
     "rows_20_inner_axis": ((10, 20, 3), 1),
     "rows_2": ((1, 55, 75, 2), 3),
@@ -113,6 +116,23 @@ def test_row_partials_reduce_in_halves():
     for stat in ("max0", "sum0"):
         assert text.count(f'_{stat}_rf_update")') == 3, text
     assert "T.vectorized(4)" in text and "T.vectorized(2)" in text, text
+
+
+@pytest.mark.parametrize("rows, width, paired", [(320, 12, True), (15, 12, False),
+                                                 (4, 20, False)])
+def test_short_softmax_rows_run_in_pairs(rows, width, paired):
+    """Softmax rows of at most one vector are computed two at a time in an unrolled loop
+    (their dependent chains overlap) when the row count is even; longer rows are not."""
+    from nnvm import sym
+    from nnvm_llvm.compiler.codegen import kernel_lowerings
+    from nnvm_llvm.compiler.schedules import schedule
+
+    y = sym.softmax(sym.Variable("x"), axis=-1)
+    graph, params = nnvm.compiler.optimize(y, shape={"x": (rows, width)})
+    (gl,) = kernel_lowerings(graph, params, 16)
+    info = gl.schedule_info(16)
+    text = schedule(gl.primfunc(16), info).script()
+    assert info.applied and ("T.unroll(2)" in text) == paired, text
 
 
 @pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
