@@ -2,8 +2,10 @@
 
 Softmax, the normalisations (layer/instance/group/RMS), global pooling and plain reductions:
 one task per group of rows, each row's statistics computed under the row loop with vector
-partial sums (``rfactor``), so the row is read from cache, not memory, by the epilogue. Kept
-apart from ``schedules`` (which dispatches here by kind).
+partial sums (``rfactor``), so the row is read from cache, not memory, by the epilogue. N-d
+max pools (kind ``reduce``: a window max and its argmax indices, two outputs as wide as each
+other) run both outputs in one pass (:func:`_schedule_twins`). Kept apart from
+``schedules`` (which dispatches here by kind).
 """
 
 from __future__ import annotations
