@@ -41,8 +41,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import corpus  # noqa: E402
 
 
+#: pause before each timing block: onnxruntime's intra-op workers keep spinning for about
+#: 30-40 ms after its last run, and a block started in that window shares a core with them.
+#: Measured: nnvm's 2-thread pool then ran 1,592 of 1,600 tasks on the calling thread (a
+#: grouped conv, a batch matmul and a 9 us dense took exactly their 1-thread time at 2
+#: threads, 23 of 87 sweep kernels over 20 us); with a 60 ms pause, the worker ran half of
+#: them and the same kernels scaled 1.5-1.8x. Every engine's block gets the same pause.
+SETTLE_SECONDS = 0.05
+
+
 def block_timer(fn, min_seconds: float):
-    """Seconds per call of ``fn`` over a block of at least ``min_seconds``."""
+    """Seconds per call of ``fn`` over a block of at least ``min_seconds``, started after
+    ``SETTLE_SECONDS`` so that the previous block's spinning workers have parked."""
+    time.sleep(SETTLE_SECONDS)
     fn()
     n, t0 = 0, time.perf_counter()
     while True:

@@ -14,13 +14,15 @@ min(peak FLOP/s, intensity x bandwidth). The bandwidth is measured, not assumed 
 from __future__ import annotations
 
 import sys
+import time
 import warnings
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "corpus"))
-from bench import block_timer as per_call  # noqa: E402 - shared with the corpus benchmark
+from bench import SETTLE_SECONDS  # noqa: E402 - shared with the corpus benchmark
+from bench import block_timer as per_call  # noqa: E402
 
 #: opset of the one-op graph when the workload does not name one (extras)
 DEFAULT_OPSET = 17
@@ -152,12 +154,17 @@ def nnvm_block(lib, seconds: float):
     takes."""
     once = lib.benchmark(repeat=3, warmup=1)
     repeat = int(min(MAX_RUNS, max(3, seconds / max(once, 1e-9))))
-    return lambda: lib.benchmark(repeat=repeat, warmup=1)
+
+    def block():
+        time.sleep(SETTLE_SECONDS)  # as ``per_call``: the previous block's spinners park
+        return lib.benchmark(repeat=repeat, warmup=1)
+    return block
 
 
 def interleaved(blocks_of: dict, blocks: int) -> dict:
     """Median seconds per call of every block timer (``name -> () -> seconds per call``),
-    run in alternating blocks so that a noisy machine slows all alike."""
+    run in alternating blocks so that a noisy machine slows all alike; every block pauses
+    ``SETTLE_SECONDS`` first (``per_call`` and ``nnvm_block`` do)."""
     times: dict[str, list[float]] = {k: [] for k in blocks_of}
     for _ in range(blocks):
         for name, block in blocks_of.items():
