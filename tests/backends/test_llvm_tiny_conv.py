@@ -1,0 +1,110 @@
+"""Sub-microsecond convs against onnxruntime: the lane-split dot kernel (``lowering.
+lane_split``: fewer outputs than a vector, the input channels split across the lanes) and
+the tiny grouped / 3-D convs of the roofline sweep.
+
+Why: these kernels are a handful of vector FMAs, so each takes a path of its own (a split
+reduction, exact channel blocks per group): every path must give onnxruntime's numbers over
+1-D / 2-D / 3-D, groups, pads, strides, dilations, bias or none, and a weight that is a
+constant (packed at load), a graph input, or rebound after the build.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx")
+pytest.importorskip("tvm")
+ort = pytest.importorskip("onnxruntime")
+
+from onnx import TensorProto, helper, numpy_helper, shape_inference  # noqa: E402
+
+from test_llvm_conv_nd_packed import _build, _oracle  # noqa: E402 - same oracle and build
+
+# id: (input shape, weight shape, attributes)
+CASES = {
+    # the sweep's rows
+    "conv1d_128_to_1": ((1, 128, 1), (1, 128, 1), {}),
+    "conv1d_g2_cpg3": ((2, 4, 6), (6, 2, 3), {"group": 2}),
+    "conv2d_g2_cpg3": ((2, 4, 6, 5), (6, 2, 3, 2), {"group": 2}),
+    "conv3d_g2_cpg3": ((2, 4, 4, 5, 4), (6, 2, 3, 3, 3), {"group": 2}),
+    "conv3d_k234": ((2, 3, 3, 4, 5), (4, 3, 2, 3, 4), {}),
+    "conv3d_pad_stride": ((2, 3, 5, 5, 5), (4, 3, 2, 2, 2),
+                          {"pads": [1] * 6, "strides": [2, 2, 2]}),
+    "conv3d_dil2": ((2, 3, 5, 5, 5), (4, 3, 2, 2, 2), {"dilations": [2, 2, 2]}),
+    # lane-split variants: one output position, a few channels or a batch of two
+    "dot_2d_3x3_to_1": ((1, 64, 3, 3), (1, 64, 3, 3), {}),
+    "dot_2d_oc2_pad_stride": ((1, 32, 4, 4), (2, 32, 3, 3),
+                              {"pads": [1, 1, 1, 1], "strides": [3, 3]}),
+    "dot_2d_oc4_dil2": ((1, 48, 5, 5), (4, 48, 3, 3), {"dilations": [2, 2]}),
+    "dot_1d_batch2": ((2, 256, 1), (2, 256, 1), {}),
+    "dot_1d_ic100": ((1, 100, 3), (1, 100, 3), {}),  # 4 lanes divide 100
+    "dot_1d_ic99": ((1, 99, 1), (1, 99, 1), {}),  # no block divides: not split
+    "conv1d_g3_cpg5_pad": ((1, 6, 9), (15, 2, 3), {"group": 3, "pads": [1, 2]}),
+}
+
+
+def _model(case, bias, weight_is_input):
+    xs, ws, attrs = CASES[case]
+    rng = np.random.default_rng(sum(xs) + sum(ws))
+    w = rng.standard_normal(ws).astype("float32")
+    b = rng.standard_normal(ws[0]).astype("float32")
+    inits = [] if weight_is_input else [numpy_helper.from_array(w, "w")]
+    inits += [numpy_helper.from_array(b, "b")] if bias else []
+    node = helper.make_node("Conv", ["x", "w"] + (["b"] if bias else []), ["y"],
+                            kernel_shape=list(ws[2:]), **attrs)
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(xs))]
+    if weight_is_input:
+        inputs.append(helper.make_tensor_value_info("w", TensorProto.FLOAT, list(ws)))
+    out = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    graph = helper.make_graph([node], "conv", inputs, [out], inits)
+    model = shape_inference.infer_shapes(helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), strict_mode=True)
+    x = np.random.default_rng(1).standard_normal(xs).astype("float32")
+    return model, x, w
+
+
+@pytest.mark.parametrize("weight_is_input", [False, True], ids=["const_w", "input_w"])
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_tiny_conv_matches_onnxruntime(case, bias, weight_is_input):
+    model, x, w = _model(case, bias, weight_is_input)
+    feed = {"x": x, "w": w} if weight_is_input else {"x": x}
+    lib = _build(model, feed)
+    np.testing.assert_allclose(lib.run(**feed)[0], _oracle(model, feed),
+                               rtol=1e-4, atol=1e-4)
+    assert lib.stats()["num_fallback_kernels"] == 0
+
+
+@pytest.mark.parametrize("case", ["conv1d_128_to_1", "dot_2d_oc2_pad_stride", "conv1d_g2_cpg3",
+                                  "conv3d_g2_cpg3"])
+def test_rebound_weight_is_used(case):
+    """``set_input`` of a constant weight (packed at load, or read in its model layout by
+    the lane-split kernel): the next run uses the new filters. A 1-D conv's weight is a
+    param of the folded 2-D shape, under its own name."""
+    model, x, w = _model(case, True, False)
+    lib = _build(model, {"x": x})
+    lib.run(x=x)
+    w2 = (w * -0.5 + 0.25).astype("float32")
+    (name, shape), = [(k, v.shape) for k, v in lib.params.items() if v.size == w.size]
+    lib.set_input(**{name: w2.reshape(shape)})
+    model2, _, _ = _model(case, True, True)
+    np.testing.assert_allclose(lib.run(x=x)[0], _oracle(model2, {"x": x, "w": w2}),
+                               rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("x_shape,w_shape,attrs,lanes,split", [
+    ((1, 128, 1, 1), (1, 128, 1, 1), {}, 16, 16),
+    ((1, 128, 1, 1), (1, 128, 1, 1), {}, 8, 8),  # AVX2
+    ((1, 24, 1, 1), (1, 24, 1, 1), {}, 16, 8),  # 16 does not divide 24
+    ((1, 12, 1, 1), (1, 12, 1, 1), {}, 16, 4),
+    ((1, 99, 1, 1), (1, 99, 1, 1), {}, 16, 0),
+    ((1, 64, 8, 8), (1, 64, 3, 3), {}, 16, 0),  # 36 outputs: the blocked kernel's
+    ((1, 64, 3, 3), (4, 64, 3, 3), {"groups": 2}, 16, 0),
+])
+def test_lane_split_takes_only_tiny_outputs(x_shape, w_shape, attrs, lanes, split):
+    from nnvm_llvm.compiler.lowering import lane_split
+
+    full = {"kernel_size": w_shape[2:], "strides": (1, 1), "dilation": (1, 1),
+            "padding": (0, 0), **attrs}
+    assert lane_split(full, x_shape, w_shape, lanes) == split
