@@ -41,6 +41,12 @@ CASES = {
     "dot_1d_ic100": ((1, 100, 3), (1, 100, 3), {}),  # 4 lanes divide 100
     "dot_1d_ic99": ((1, 99, 1), (1, 99, 1), {}),  # no block divides: not split
     "conv1d_g3_cpg5_pad": ((1, 6, 9), (15, 2, 3), {"group": 3, "pads": [1, 2]}),
+    # exact channel blocks per group (``lowering.exact_block``)
+    "conv2d_g3_cpg5_pad_stride": ((1, 6, 7, 6), (15, 2, 3, 3),
+                                  {"group": 3, "pads": [1, 0, 2, 1], "strides": [2, 1]}),
+    "conv2d_g2_cpg6_dil2": ((2, 4, 6, 7), (12, 2, 2, 3), {"group": 2, "dilations": [2, 2]}),
+    "conv1d_g4_cpg7": ((1, 8, 11), (28, 2, 4), {"group": 4, "strides": [3]}),
+    "conv2d_g2_cpg3_large": ((1, 4, 40, 40), (6, 2, 3, 3), {"group": 2}),  # padded blocks
 }
 
 
@@ -108,3 +114,15 @@ def test_lane_split_takes_only_tiny_outputs(x_shape, w_shape, attrs, lanes, spli
     full = {"kernel_size": w_shape[2:], "strides": (1, 1), "dilation": (1, 1),
             "padding": (0, 0), **attrs}
     assert lane_split(full, x_shape, w_shape, lanes) == split
+
+
+@pytest.mark.parametrize("cog,lanes,x_shape,bn", [
+    (3, 16, (2, 4, 6, 5), 3), (3, 8, (2, 4, 6, 5), 3), (6, 8, (1, 4, 6), 6),
+    (12, 16, (1, 4, 6), 0),  # 4 divides 12
+    (2, 16, (1, 4, 6), 0),  # 2 lanes already fit
+    (16, 16, (1, 4, 6), 0), (3, 16, (1, 4, 40, 40), 0),  # a large input keeps padded blocks
+])
+def test_exact_block_takes_only_small_undivided_groups(cog, lanes, x_shape, bn):
+    from nnvm_llvm.compiler.lowering import exact_block
+
+    assert exact_block(cog, lanes, x_shape) == bn

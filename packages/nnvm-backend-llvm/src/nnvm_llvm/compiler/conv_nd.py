@@ -18,6 +18,8 @@ Groups: a channel block never straddles two groups. A channel count per group th
 block divides (3 classes, 257 STFT bins, 3 channels per group) is zero-padded up to whole
 blocks per group, as ``lowering.conv_block`` does for ``conv2d``: the kernel computes the
 padded channels into its scratch output and the ``_unpad`` stage never copies them out.
+A small input instead gets one vector of exactly the channels per group
+(``lowering.exact_block``): no scratch output, the bias in the tile's write-back.
 
 Half precision (1-D convs of fp16 audio models reach this op: the importer's conv2d form is
 fp32-only) accumulates in float32 like the reference kernel: the ``pad_`` and ``wpack_``
@@ -31,7 +33,7 @@ import math
 
 from tvm import te, topi
 
-from .lowering import conv_block
+from .lowering import conv_block, exact_block
 
 #: accumulation dtype per input dtype the blocked kernel covers; others (integers) keep
 #: the plain reduction
@@ -47,10 +49,14 @@ ACCUMULATE = {"float32": "float32", "float16": "float32", "bfloat16": "float32",
 LAZY_PAD_MAX = 16384
 
 
-def channel_block(cog: int, lanes: int) -> int:
+def channel_block(cog: int, lanes: int, x_shape=()) -> int:
     """Output channels per vector block for ``cog`` channels per group:
     ``lowering.conv_block``'s choice (a divisor, else a zero-padded vector), except that
-    3, 5, 6 or 7 channels also get one padded vector instead of scalar or 2-lane blocks."""
+    3, 5, 6 or 7 channels also get one padded vector instead of scalar or 2-lane blocks,
+    and a small input (``x_shape``) one exact vector per group (``lowering.exact_block``)."""
+    exact = exact_block(cog, lanes, x_shape) if x_shape else 0
+    if exact:
+        return exact
     bn = conv_block(cog, lanes)
     if bn < 4 and cog > 2:
         bn = 4 if cog <= 4 else lanes // 2
@@ -74,7 +80,7 @@ def blocked_conv(x, w, bias, strides, pads_begin, dilations, groups, out_shape, 
     cog = oc // groups
     kk = [int(d) for d in w.shape[2:len(w.shape) - packed]]
     sizes = [int(d) for d in x.shape[2:]]
-    bn = int(w.shape[-1]) if packed else channel_block(cog, lanes)
+    bn = int(w.shape[-1]) if packed else channel_block(cog, lanes, x.shape)
     cogp = -(-cog // bn) * bn  # channels per group, padded to whole blocks
     after = _pads_after(sizes, out, kk, strides, dilations, pads_begin)
     acc = ACCUMULATE[str(x.dtype)]
