@@ -77,3 +77,46 @@ def test_blocked_kernel_keeps_nan_in_its_channel():
 def test_every_tuning_knob_of_a_blocked_kernel_schedules():
     """``nnvm tune``'s knobs of the blocked kernel: ``tile`` and ``parallel``."""
     assert_knobs_schedule((1, 48, 7, 7), (5, 5), (1, 1), (2, 2, 2, 2), {"tile", "parallel"})
+
+
+def _scheduled_blocked(xs, kernel, strides, padding, dilation) -> str:
+    """The scheduled TIR of the depthwise kernel of one model, as text."""
+    from nnvm_llvm.compiler.codegen import kernel_lowerings
+    from nnvm_llvm.compiler.schedules import ScheduleInfo, schedule
+
+    y, params = _model(xs, kernel, strides, padding, dilation, np.random.default_rng(7))
+    graph, params = nnvm.compiler.optimize(y, shape={"x": xs}, params=params)
+    (gl,) = [g for g in kernel_lowerings(graph, params, 16) if g.kind == "depthwise"]
+    info = ScheduleInfo("depthwise", 16)
+    text = str(schedule(gl.primfunc(16), info))
+    assert info.applied
+    return text
+
+
+@pytest.mark.parametrize("channels", [48, 40])
+def test_blocked_depthwise_copies_weights_in_vectors_and_pads_only_the_border(channels):
+    """The per-task weight copy is a TVM vector (16 strided loads), not left to LLVM (which
+    made it gathers behind a permute chain), and the padded planes keep their bound check
+    (zeros written on the border only) instead of a fill of the whole plane then the copy;
+    40 channels also cover the weight copy's guard of the padded lanes (zero weights)."""
+    xs = (1, channels, 7, 7)
+    case = (xs, (5, 5), (1, 1), (2, 2, 2, 2), (1, 1))
+    assert wants_blocked(_geometry(*case), channels)
+    text = _scheduled_blocked(*case)
+    loops = text[:text.index('T.sblock("pad_wblock_')].splitlines()[-3:]
+    assert any("T.vectorized(16)" in line for line in loops), loops
+    assert "_pad_const" not in text
+
+
+def test_blocked_depthwise_with_padding_wider_than_the_plane_matches_reference():
+    """A dilated 5 x 5 window padded by 4 on a 6 x 5 plane: most of each padded plane is
+    border, every position's bound check decides between a zero and a gathered input."""
+    case = ((1, 40, 6, 5), (5, 5), (1, 1), (4, 4, 4, 4), (2, 2))
+    xs = case[0]
+    assert wants_blocked(_geometry(*case), xs[1])
+    rng = np.random.default_rng(17)
+    y, params = _model(*case, rng, "relu6")
+    xv = (rng.standard_normal(xs) * 3).astype("float32")
+    got, want = [nnvm.compiler.build(y, target=t, shape={"x": xs}, params=params).run(x=xv)[0]
+                 for t in ("llvm", "reference")]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
