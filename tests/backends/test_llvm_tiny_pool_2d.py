@@ -1,6 +1,7 @@
 """Tiny strided 2-D pools on llvm against onnxruntime: the shapes whose plane loop
-``pool_rows`` unrolls (``TINY_POOL_OUTPUTS``), with padding, ceil mode, count_include_pad
-and -inf inputs, and a larger pool that keeps the plain plane loop.
+``pool_rows`` unrolls (``TINY_POOL_OUTPUTS``) and padded pools whose output row is one
+vector, with padding, ceil mode, count_include_pad and -inf inputs, and a larger pool that
+keeps the plain plane loop.
 
 Why: unrolled, every plane's window is its own straight-line code; a plane, row or column
 that is off (the ceil-mode edge window, a padded tap counted or not) shows up as a wrong
@@ -36,6 +37,10 @@ CASES = {
                                                     ceil_mode=1)),
     "max_padded_k3s2": ("MaxPool", (1, 3, 5, 5), dict(kernel_shape=[3, 3], strides=[2, 2],
                                                       pads=[1, 1, 1, 1])),
+    "avg_padded_include_pad": ("AveragePool", (1, 8, 13, 13), dict(
+        kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], count_include_pad=1)),
+    "max_padded_rows_of_7": ("MaxPool", (1, 16, 14, 14), dict(
+        kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
     "avg_not_tiny": ("AveragePool", (4, 8, 16, 16), dict(kernel_shape=[2, 2],
                                                          strides=[2, 2])),
 }
@@ -73,14 +78,29 @@ def test_tiny_pool_matches_onnxruntime(rng, case):
 def test_tiny_pool_unrolls_its_planes(case, unrolled):
     """The row kernel unrolls the plane loop of a tiny pool only (LLVM vectorised it into
     gathers and scatters); a larger pool keeps the loop."""
+    text = _scheduled(case, 16)
+    assert ("T.unroll(" in text) == unrolled, text
+
+
+@pytest.mark.parametrize("case, lanes, vector", [("max_padded_rows_of_7", 16, True),
+                                                 ("max_padded_rows_of_7", 8, True),
+                                                 ("avg_padded_include_pad", 4, False),
+                                                 ("max_2x3x6x6_k2s2", 16, False)])
+def test_padded_row_of_at_most_a_vector_is_one_vector(case, lanes, vector):
+    """A padded pool's output row of at most a vector (the target's lanes) is computed as
+    one vector; rows longer than a vector and unpadded rows stay plain loops."""
+    assert ("T.vectorized(" in _scheduled(case, lanes)) == vector
+
+
+def _scheduled(case, lanes):
     from nnvm_llvm.compiler.codegen import kernel_lowerings
     from nnvm_llvm.compiler.schedules import schedule
 
     op, shape, attrs = CASES[case]
     g, params = nnvm.frontend.from_onnx(_model(op, list(shape), attrs), shape={"x": shape})
     graph, params = nnvm.compiler.optimize(g, shape={"x": shape}, params=params)
-    (gl,) = [gl for gl in kernel_lowerings(graph, params, 16) if gl.kind == "pool"]
-    info = gl.schedule_info(16)
-    text = schedule(gl.primfunc(16), info).script()
+    (gl,) = [gl for gl in kernel_lowerings(graph, params, lanes) if gl.kind == "pool"]
+    info = gl.schedule_info(lanes)
+    text = schedule(gl.primfunc(lanes), info).script()
     assert info.applied, text
-    assert ("T.unroll(" in text) == unrolled, text
+    return text
