@@ -214,6 +214,12 @@ class _Kernel:
         self.clip = float(clip) if clip and clip > 0 else None
         work = self.seq * self.batch * self.cols * (self.n_in + self.hid)
         self.parallel_dirs = threads_ok and self.ndir == 2 and work >= PARALLEL_MIN_WORK
+        # the input projection of a layer whose directions do not run in parallel (one
+        # direction, or too little work) splits its rows instead: it does not depend on the
+        # state, and is half the multiply-adds of a GRU whose input is as wide as its state
+        # (64 steps of 128 units: 190 us at 1 and at 2 threads before)
+        self.parallel_rows = threads_ok and not self.parallel_dirs and \
+            self.seq * self.batch * self.cols * self.n_in >= PARALLEL_MIN_WORK
 
     # -- helpers ------------------------------------------------------------------------
     def c(self, v):
@@ -245,6 +251,11 @@ class _Kernel:
             return x
         return te.min(te.max(x, self.c(-self.clip)), self.c(self.clip))
 
+    def row_tiles(self, n: int, parallel: bool):
+        """The loop over ``n`` row tiles: split across threads when ``parallel`` and there
+        are at least two (a GEMM's row tiles write disjoint rows)."""
+        return T.parallel(0, n) if parallel and n >= 2 else T.serial(0, n)
+
     def vec_loop(self, n, fn):
         """``fn(j)`` for j in [0, n): whole vectors, then one shorter vector for the rest."""
         lanes = self.lanes
@@ -274,7 +285,7 @@ class _Kernel:
         """The gate-padded column of weight row ``n`` (gate ``n // H``, unit ``n % H``)."""
         return (n // self.hid) * self.hp + n % self.hid
 
-    def gemm(self, dst, rows, row_of, src, mat, d, n0, n1, k_n, bias):
+    def gemm(self, dst, rows, row_of, src, mat, d, n0, n1, k_n, bias, parallel=False):
         """``dst[row_of(r), col(n)] = bias[col(n)] + sum_k src(r, k) mat[d, n, k]`` for
         ``r < rows`` and weight rows ``n0 <= n < n1``: dot products along ``k`` on the
         weights as the model stores them (rows contiguous in ``k``), so nothing is
@@ -286,7 +297,7 @@ class _Kernel:
         kv, tail = k_n // lanes, k_n % lanes
         nb = _tile(n1 - n0, (8, 6, 4, 3, 2, 1) if rows == 1 else (4, 3, 2, 1))
         mr = 1 if rows == 1 else _tile(rows, (2, 1))
-        with T.serial(0, rows // mr) as ro:
+        with self.row_tiles(rows // mr, parallel) as ro:
             with T.serial(0, (n1 - n0) // nb) as no:
                 acc = T.alloc_buffer((mr, nb, lanes), self.acc, scope="local")
                 with T.unroll(0, mr) as ri:
@@ -324,7 +335,8 @@ class _Kernel:
         gates of whole vectors, so a tile of ``lanes`` weight rows stays in one gate)."""
         return k_n % self.lanes == 0 and self.hid % self.lanes == 0
 
-    def gemm_dots(self, dst, rows, row_of, src, mat, d, n0, n1, k_n, bias, flip=None):
+    def gemm_dots(self, dst, rows, row_of, src, mat, d, n0, n1, k_n, bias, flip=None,
+                  parallel=False):
         """``dst[row_of(r), col(n)] = bias[col(n)] + sum_k src(r, k) mat[d, n, k]`` on the
         weights as the model stores them, in tiles of ``mr`` input rows x ``lanes / mr``
         weight rows: one vector of partial sums per pair over ``k`` (each weight vector
@@ -340,7 +352,7 @@ class _Kernel:
         mr = _tile(rows, (4, 2, 1))  # input rows per tile: each weight load serves mr
         nr = lanes // mr  # weight rows per tile: mr x nr vectors of partial sums
         full = tirx.Ramp(0, 1, lanes)
-        with T.serial(0, rows // mr) as ro:
+        with self.row_tiles(rows // mr, parallel) as ro:
             with T.serial(0, (n1 - n0) // nr) as no:
                 if flip is not None:
                     no = tirx.Select(flip, (n1 - n0) // nr - 1 - no, no)
@@ -393,7 +405,8 @@ class _Kernel:
                                 d, gi * hid + tirx.min(j, hid - 1), k)), self.c(0)),
                                 [k, gi * hp + j])
 
-    def gemm_panels(self, dst, rows, row_of, src, k_n, panels, bias, col0, ncols):
+    def gemm_panels(self, dst, rows, row_of, src, k_n, panels, bias, col0, ncols,
+                    parallel=False):
         """``dst[row_of(r), col] = bias[col] + sum_k src(r, k) panels[k, col]`` for
         ``r < rows`` and the columns ``[col0, col0 + ncols)`` (whole vectors): a register
         tile of ``mr`` rows x ``nv`` column vectors accumulated over the whole k loop, one
@@ -403,7 +416,7 @@ class _Kernel:
         nvec = ncols // lanes
         nv = _tile(nvec, (4, 3, 2, 1)) if rows > 1 else _tile(nvec, (8, 6, 4, 3, 2, 1))
         mr = _tile(rows, (4, 3, 2, 1)) if nv <= 4 else 1
-        with T.serial(0, rows // mr) as ro:
+        with self.row_tiles(rows // mr, parallel) as ro:
             with T.serial(0, nvec // nv) as vo:
                 acc = T.alloc_buffer((mr, nv, lanes), self.acc, scope="local")
                 base = col0 + vo * nv * lanes
@@ -477,14 +490,16 @@ class _Kernel:
         panels = None
         x_of = lambda row, k: self.x_at(row // batch, row % batch, k)  # noqa: E731
         if self.dots_fit(self.n_in) and seq * batch < DOTS_MAX_ROWS:
-            self.gemm_dots(gx, seq * batch, lambda row: row, x_of, w, d, 0, g_h, self.n_in, bx)
+            self.gemm_dots(gx, seq * batch, lambda row: row, x_of, w, d, 0, g_h, self.n_in, bx,
+                           parallel=self.parallel_rows)
         elif seq * batch >= PANEL_MIN_STEPS:  # weights as column panels, repaid by the rows
             w_panels = T.alloc_buffer((self.n_in, cols), acc)
             self.transpose(d, w, w_panels, self.n_in)
             self.gemm_panels(gx, seq * batch, lambda row: row, x_of, self.n_in, w_panels, bx,
-                             0, cols)
+                             0, cols, self.parallel_rows)
         else:
-            self.gemm(gx, seq * batch, lambda row: row, x_of, w, d, 0, g_h, self.n_in, bx)
+            self.gemm(gx, seq * batch, lambda row: row, x_of, w, d, 0, g_h, self.n_in, bx,
+                      self.parallel_rows)
         if seq >= PANEL_MIN_STEPS and not self.dots_fit(hid):
             panels = T.alloc_buffer((hid, cols), acc)
             self.transpose(d, self.buf["R"], panels, hid)
