@@ -12,7 +12,11 @@ with its own ``MlasComputeExp``/``Erf`` kernels):
 * ``exp_nonpositive``: softmax's ``e^(x - max)``, the same reduction and polynomial without
   the overflow side and the selects (called by the softmax rule directly, not installed);
 * ``erf``: Abramowitz & Stegun 7.1.26 (absolute error below 1.5e-7) with the ``exp`` above,
-  and its Taylor series for ``|x| < 0.5`` (relative error below 1e-7 there).
+  and its Taylor series for ``|x| < 0.5`` (relative error below 1e-7 there);
+* ``rsqrt`` (``1 / sqrt(x)``, which TVM legalizes as a square root and a division, both
+  long-latency, low-throughput instructions): on x86 the CPU's estimate (``vrsqrt14ps``,
+  14 bits, AVX-512; ``vrsqrtps``, 12 bits, AVX/SSE) and one Newton step, about 2 ulp; other
+  targets and lane counts keep ``1 / sqrt(x)``.
 
 The rules are installed as TVM's ``llvm.FLowerIntrinsic`` of ``tirx.exp``/``tirx.erf`` but act
 only inside ``enabled()`` (the backend's own ``tvm.compile``); anywhere else in the process
@@ -140,13 +144,66 @@ def fast_erf(x, dtype: str = "float32"):
     return tirx.Let(xv, x, tirx.Let(tv, t, body))
 
 
+#: x86 reciprocal square root estimates by float32 lanes: (LLVM intrinsic, CPU feature,
+#: whether it takes AVX-512's pass-through vector and mask, bits of its relative error bound)
+RSQRT_ESTIMATES = {16: ("llvm.x86.avx512.rsqrt14.ps.512", "avx512f", True, 14),
+                   8: ("llvm.x86.avx.rsqrt.ps.256", "avx", False, 11),
+                   4: ("llvm.x86.sse.rsqrt.ps", "sse", False, 11)}
+
+
+def rsqrt_estimated(lanes: int, tgt=None) -> bool:
+    """Whether the CPU of ``tgt`` (the current target when None) estimates ``rsqrt`` of
+    float32x``lanes`` vectors (:func:`rsqrt_estimate`). Target features only, no probing."""
+    entry = RSQRT_ESTIMATES.get(lanes)
+    tgt = tgt if tgt is not None else tvm.target.Target.current(allow_none=True)
+    if entry is None or tgt is None or str(tgt.kind.name) != "llvm":
+        return False
+    return bool(tvm.target.codegen.target_has_features(entry[1], tgt))
+
+
+def rsqrt_estimate(x, dtype: str):
+    """``(e, bits)``: the CPU's estimate ``e`` of ``1 / sqrt(x)`` for a float32xN
+    expression, relative error below ``2**-bits`` (inf at 0, 0 at inf, NaN below 0), or
+    None where the target has none for N lanes. Why: ``vsqrtps`` and ``vdivps`` are
+    long-latency, low-throughput instructions; callers refine ``e`` by Newton steps, only
+    multiplies and FMAs. Needs an explicit vector: TVM lowers intrinsics before it widens a
+    ``vectorized`` loop, so a scalar call never reaches here as a vector."""
+    lanes = _lanes(dtype)
+    if not dtype.startswith("float32") or not rsqrt_estimated(lanes):
+        return None
+    name, _, masked, bits = RSQRT_ESTIMATES[lanes]
+    extra = (_const(0.0, dtype), tirx.const(-1, "int16")) if masked else ()
+    return tirx.call_llvm_pure_intrin(dtype, name, x, *extra), bits
+
+
+def fast_rsqrt(x, dtype: str = "float32"):
+    """``1 / sqrt(x)`` as :func:`rsqrt_estimate` refined by Newton steps, ``e (1.5 - x/2
+    e^2)`` (relative error ``d`` becomes ``1.5 d^2``: one step after 14 bits, two after 11),
+    or None where the target has no estimate for ``dtype``. Where a step gives NaN (``0 *
+    inf`` at ``x = 0`` or ``inf``) the estimate is already exact (inf, 0)."""
+    found = rsqrt_estimate(x, dtype)
+    if found is None:
+        return None
+    e, bits = found
+    _c = _consts(dtype)
+    # repeated subexpressions rather than Lets: the estimate is a pure call that LLVM's CSE
+    # computes once, and a Let here was bound twice with different values once TVM's passes
+    # copied the loop body that holds it
+    y = e
+    for _ in range(1 if bits >= 14 else 2):
+        y = y * (_c(1.5) - (_c(0.5) * x * y) * y)
+    return tirx.Select(tirx.isnan(y), e, y)
+
+
 def _rule(op_name: str, fast):
     def lower(call):
         dtype = str(getattr(call, "ty", "") or "")
         if getattr(_state, "on", False) and (dtype == "float32" or
                                              dtype.startswith("float32x")):
             try:
-                return fast(call.args[0], dtype)
+                out = fast(call.args[0], dtype)
+                if out is not None:
+                    return out
             except Exception:  # noqa: BLE001 - any surprise: TVM's own lowering
                 pass
         orig = _ORIGINAL.get(op_name)
@@ -158,7 +215,8 @@ def install() -> None:
     """Register the scoped rules once per process (idempotent)."""
     if _ORIGINAL:
         return
-    for op_name, fast in (("tirx.exp", fast_exp), ("tirx.erf", fast_erf)):
+    for op_name, fast in (("tirx.exp", fast_exp), ("tirx.erf", fast_erf),
+                          ("tirx.rsqrt", fast_rsqrt)):
         op = tvm.ir.Op.get(op_name)
         _ORIGINAL[op_name] = op.get_attr(_KEY) or op.get_attr("default.FLowerIntrinsic")
         tvm.ir.register_op_attr(op_name, _KEY, _rule(op_name, fast), level=99)
@@ -166,7 +224,8 @@ def install() -> None:
 
 @contextlib.contextmanager
 def enabled():
-    """Within this block (this thread), float32 exp/erf compile to the polynomials."""
+    """Within this block (this thread), float32 exp/erf compile to the polynomials and
+    rsqrt to the refined estimate."""
     install()
     prev = getattr(_state, "on", False)
     _state.on = True

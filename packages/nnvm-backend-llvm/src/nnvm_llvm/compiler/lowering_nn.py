@@ -15,7 +15,8 @@ import tvm
 from tvm import te, topi
 
 from ..runtime import packing
-from . import conv_nd
+from . import conv_nd, fastmath
+from .lrn_kernel import lrn_vectorised
 from .lowering import _const, register
 
 _lazy = tvm.tirx.if_then_else
@@ -591,6 +592,11 @@ def _lrn(attrs, ins, outs, ctx):
     lo = (size - 1) // 2
     acc = _acc(dtype)
     alpha, beta, bias = float(attrs["alpha"]), float(attrs["beta"]), float(attrs["bias"])
+    if dtype == "float32" and beta in (0.5, 0.75) and size <= LRN_UNROLLED_TAPS \
+            and fastmath.rsqrt_estimated(ctx.vector_lanes):
+        # explicit vectors, so the power comes from the CPU's rsqrt estimates (lrn_kernel)
+        return lrn_vectorised(x, shape, size, alpha, beta, bias, ax, ctx.vector_lanes,
+                              ctx.name)
 
     def tap(i, ch):
         v = x[i[:ax] + (ch,) + i[ax + 1:]].astype(acc)
