@@ -86,3 +86,20 @@ def test_max_pool_kernel_takes_the_row_template(case):
         info = gl.schedule_info(16)
         text = schedule(gl.primfunc(16), info).script()
         assert info.applied, text
+
+
+@pytest.mark.parametrize("case, unrolled", [("1d_row_of_one", True), ("3d", True),
+                                            ("1d_padded_odd", False),
+                                            ("1d_parallel_rows", False)])
+def test_max_pool_unrolls_a_few_rows(case, unrolled):
+    """A pool of at most ``UNROLLED_POOL_ROWS`` rows has its row loop unrolled (LLVM
+    vectorised it into gathers and scatters); more rows keep the loop."""
+    from nnvm_llvm.compiler.codegen import kernel_lowerings
+    from nnvm_llvm.compiler.schedules import schedule
+
+    shape, attrs = CASES[case]
+    g, params = nnvm.frontend.from_onnx(_model(list(shape), attrs, False), shape={"x": shape})
+    graph, params = nnvm.compiler.optimize(g, shape={"x": shape}, params=params)
+    (gl,) = [gl for gl in kernel_lowerings(graph, params, 16) if gl.kind == "reduce"]
+    text = schedule(gl.primfunc(16), gl.schedule_info(16)).script()
+    assert ("T.unroll(" in text) == unrolled, text
