@@ -46,7 +46,9 @@ CASES = {
                                   {"group": 3, "pads": [1, 0, 2, 1], "strides": [2, 1]}),
     "conv2d_g2_cpg6_dil2": ((2, 4, 6, 7), (12, 2, 2, 3), {"group": 2, "dilations": [2, 2]}),
     "conv1d_g4_cpg7": ((1, 8, 11), (28, 2, 4), {"group": 4, "strides": [3]}),
-    "conv2d_g2_cpg3_large": ((1, 4, 40, 40), (6, 2, 3, 3), {"group": 2}),  # padded blocks
+    "conv2d_g2_cpg3_large": ((1, 4, 40, 40), (6, 2, 3, 3), {"group": 2}),
+    "conv3d_g2_cpg6_pad": ((1, 12, 4, 6, 5), (12, 6, 3, 3, 3), {"group": 2, "pads": [1] * 6}),
+    "conv3d_oc10": ((1, 3, 4, 5, 6), (10, 3, 2, 2, 3), {"strides": [1, 2, 1]}),
 }
 
 
@@ -116,13 +118,13 @@ def test_lane_split_takes_only_tiny_outputs(x_shape, w_shape, attrs, lanes, spli
     assert lane_split(full, x_shape, w_shape, lanes) == split
 
 
-@pytest.mark.parametrize("cog,lanes,x_shape,bn", [
-    (3, 16, (2, 4, 6, 5), 3), (3, 8, (2, 4, 6, 5), 3), (6, 8, (1, 4, 6), 6),
-    (12, 16, (1, 4, 6), 0),  # 4 divides 12
-    (2, 16, (1, 4, 6), 0),  # 2 lanes already fit
-    (16, 16, (1, 4, 6), 0), (3, 16, (1, 4, 40, 40), 0),  # a large input keeps padded blocks
+@pytest.mark.parametrize("cog,lanes,bn", [
+    (3, 16, 3), (3, 8, 3), (6, 8, 6), (10, 16, 10),
+    (12, 16, 0),  # 4 divides 12
+    (2, 16, 0),  # 2 lanes already fit
+    (16, 16, 0), (17, 16, 0),  # a vector or more: whole (padded) blocks
 ])
-def test_exact_block_takes_only_small_undivided_groups(cog, lanes, x_shape, bn):
+def test_exact_block_takes_only_undivided_groups_under_a_vector(cog, lanes, bn):
     from nnvm_llvm.compiler.lowering import exact_block
 
-    assert exact_block(cog, lanes, x_shape) == bn
+    assert exact_block(cog, lanes) == bn

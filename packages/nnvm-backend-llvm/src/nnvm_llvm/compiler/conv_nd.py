@@ -18,7 +18,7 @@ Groups: a channel block never straddles two groups. A channel count per group th
 block divides (3 classes, 257 STFT bins, 3 channels per group) is zero-padded up to whole
 blocks per group, as ``lowering.conv_block`` does for ``conv2d``: the kernel computes the
 padded channels into its scratch output and the ``_unpad`` stage never copies them out.
-A small input instead gets one vector of exactly the channels per group
+Fewer channels per group than a vector instead get one vector of exactly that many lanes
 (``lowering.exact_block``): no scratch output, the bias in the tile's write-back.
 
 Half precision (1-D convs of fp16 audio models reach this op: the importer's conv2d form is
@@ -49,12 +49,12 @@ ACCUMULATE = {"float32": "float32", "float16": "float32", "bfloat16": "float32",
 LAZY_PAD_MAX = 16384
 
 
-def channel_block(cog: int, lanes: int, x_shape=()) -> int:
+def channel_block(cog: int, lanes: int) -> int:
     """Output channels per vector block for ``cog`` channels per group:
-    ``lowering.conv_block``'s choice (a divisor, else a zero-padded vector), except that
-    3, 5, 6 or 7 channels also get one padded vector instead of scalar or 2-lane blocks,
-    and a small input (``x_shape``) one exact vector per group (``lowering.exact_block``)."""
-    exact = exact_block(cog, lanes, x_shape) if x_shape else 0
+    ``lowering.conv_block``'s choice where it divides ``cog``, else one vector of exactly
+    ``cog`` lanes (``lowering.exact_block``, fewer channels than a vector), else a
+    zero-padded vector; 1 or 2 channels keep their scalar or 2-lane blocks."""
+    exact = exact_block(cog, lanes)
     if exact:
         return exact
     bn = conv_block(cog, lanes)
@@ -80,7 +80,7 @@ def blocked_conv(x, w, bias, strides, pads_begin, dilations, groups, out_shape, 
     cog = oc // groups
     kk = [int(d) for d in w.shape[2:len(w.shape) - packed]]
     sizes = [int(d) for d in x.shape[2:]]
-    bn = int(w.shape[-1]) if packed else channel_block(cog, lanes, x.shape)
+    bn = int(w.shape[-1]) if packed else channel_block(cog, lanes)
     cogp = -(-cog // bn) * bn  # channels per group, padded to whole blocks
     after = _pads_after(sizes, out, kk, strides, dilations, pads_begin)
     acc = ACCUMULATE[str(x.dtype)]
