@@ -677,10 +677,15 @@ def _pad_per_task(sch, pad, outer) -> bool:
     together pad at most ``PAD_RECOMPUTE`` times the image; whether it did. Why: a grouped
     conv's task (one output row of one channel block) reads 8 channels of 3 padded rows, and
     the padding as a pass of its own ran on one thread before the parallel body (below
-    ``PARALLEL_MIN_WORK``, and the rows it wrote were then read from the other core's
-    cache): a stride-2 grouped conv was slower at 2 threads than at 1 (440x14x14 g55 50 ->
-    68 us, padded per task 33 us). A conv that reads every channel in every task (not
-    grouped), or a stride-1 one (3 rows padded per row), keeps the separate pass."""
+    ``PARALLEL_MIN_WORK``), so every call the other thread read its half of the padded image
+    from the first core's cache: in the idle roofline sweep a stride-2 grouped conv took
+    longer at 2 threads than at 1 (440x14x14 g55: 50 -> 65 us; 208x28x28 g26: 93 -> 102
+    us). Padded per task, each thread reads only the input (a graph input or a producer's
+    output) and writes only its own rows. On a loaded 2-core box the minimum of 40
+    interleaved blocks was the same either way (1 thread 53.6 / 53.9 us, 2 threads 33.5 /
+    33.4 us), so the gain is the idle sweep's to show. A conv that reads every channel in
+    every task (not grouped), or a stride-1 one (3 rows padded per row), keeps the
+    separate pass."""
     if sch.get(outer).kind != tvm.tirx.ForKind.PARALLEL:
         return False
     whole = 1
