@@ -27,6 +27,9 @@ CASES = {
     "dilated_k3": ((1, 32, 9, 9), (3, 3), (1, 1), (2, 2, 2, 2), (2, 2)),
     "batch2_5x6_k5": ((2, 44, 5, 6), (5, 5), (1, 1), (2, 2, 2, 2), (1, 1)),
     "plane_1x1": ((1, 16, 1, 1), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),
+    # 25 taps at a flat waste of 1.2 (unit stride, small plane) and 1.14 (strided, odd)
+    "k5_20x20_waste_1_2": ((1, 48, 20, 20), (5, 5), (1, 1), (2, 2, 2, 2), (1, 1)),
+    "k5_s2_27x27_waste_1_14": ((1, 40, 27, 27), (5, 5), (2, 2), (2, 2, 2, 2), (1, 1)),
 }
 
 
@@ -57,6 +60,9 @@ def test_big_planes_and_few_channels_keep_the_flat_kernel():
     assert not wants_blocked(_geometry((1, 96, 28, 28), (3, 3), (1, 1), (1, 1, 1, 1),
                                        (1, 1)), 96)
     assert not wants_blocked(_geometry((1, 8, 7, 7), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)), 8)
+    # 25 taps over a 50 x 38 plane: the flat kernel's row tiles beat the blocked kernel
+    assert not wants_blocked(_geometry((1, 256, 50, 38), (5, 5), (1, 1), (2, 2, 2, 2),
+                                       (1, 1)), 256)
 
 
 def test_blocked_kernel_keeps_nan_in_its_channel():
