@@ -593,8 +593,10 @@ def _lrn(attrs, ins, outs, ctx):
     acc = _acc(dtype)
     alpha, beta, bias = float(attrs["alpha"]), float(attrs["beta"]), float(attrs["bias"])
     if dtype == "float32" and beta in (0.5, 0.75) and size <= LRN_UNROLLED_TAPS \
+            and int(np.prod(shape[ax + 1:])) >= ctx.vector_lanes \
             and fastmath.rsqrt_estimated(ctx.vector_lanes):
-        # explicit vectors, so the power comes from the CPU's rsqrt estimates (lrn_kernel)
+        # explicit vectors, so the power comes from the CPU's rsqrt estimates (lrn_kernel);
+        # planes narrower than a vector would be all scalar tail there
         return lrn_vectorised(x, shape, size, alpha, beta, bias, ax, ctx.vector_lanes,
                               ctx.name)
 
