@@ -40,6 +40,11 @@ CASES = {
     "dot_1d_batch2": ((2, 256, 1), (2, 256, 1), {}),
     "dot_1d_ic100": ((1, 100, 3), (1, 100, 3), {}),  # 4 lanes divide 100
     "dot_1d_ic99": ((1, 99, 1), (1, 99, 1), {}),  # no block divides: not split
+    # a single-element input plane: split up to 64 outputs (contiguous lane loads)
+    "dot_1x1_oc5": ((1, 128, 1, 1), (5, 128, 1, 1), {}),
+    "dot_1d_batch8": ((8, 128, 1), (1, 128, 1), {}),
+    "dot_1x1_oc64": ((1, 512, 1, 1), (64, 512, 1, 1), {}),
+    "dot_1x1_oc7_padded": ((1, 64, 1, 1), (7, 64, 3, 3), {"pads": [1, 1, 1, 1]}),
     "conv1d_g3_cpg5_pad": ((1, 6, 9), (15, 2, 3), {"group": 3, "pads": [1, 2]}),
     # exact channel blocks per group (``lowering.exact_block``)
     "conv2d_g3_cpg5_pad_stride": ((1, 6, 7, 6), (15, 2, 3, 3),
@@ -107,6 +112,9 @@ def test_rebound_weight_is_used(case):
     ((1, 24, 1, 1), (1, 24, 1, 1), {}, 16, 8),  # 16 does not divide 24
     ((1, 12, 1, 1), (1, 12, 1, 1), {}, 16, 4),
     ((1, 99, 1, 1), (1, 99, 1, 1), {}, 16, 0),
+    ((1, 512, 1, 1), (64, 512, 1, 1), {}, 16, 16),  # a 1x1 plane: contiguous lanes
+    ((1, 512, 1, 1), (65, 512, 1, 1), {}, 16, 0),
+    ((1, 128, 1, 1), (5, 128, 3, 3), {"padding": (1, 1)}, 16, 0),  # padded plane: gathers
     ((1, 64, 8, 8), (1, 64, 3, 3), {}, 16, 0),  # 36 outputs: the blocked kernel's
     ((1, 64, 3, 3), (4, 64, 3, 3), {"groups": 2}, 16, 0),
 ])
