@@ -618,7 +618,7 @@ def conv_block(oc: int, lanes: int) -> int:
 #: most outputs (batch x channels x positions) of a conv whose reduction is split across
 #: vector lanes (``lane_split``), and of one whose (padded) input plane is a single element,
 #: so that each lane vector is a contiguous load, not a gather: 1x1 convs over 1x1 maps
-#: measured 5 outputs 0.57 -> 0.07 us, 64 outputs of 512 channels 2.17 -> 1.59 us; 8 outputs
+#: measured 5 outputs 0.57 -> 0.07 us, 16 outputs of 256 channels 0.33 -> 0.23 us; 8 outputs
 #: read by gathers (128 channels x 8 positions) 0.15 -> 0.20 us, so those are not split
 LANE_SPLIT_MAX_OUTPUTS = 4
 LANE_SPLIT_MAX_OUTPUTS_CONTIGUOUS = 64
@@ -638,11 +638,14 @@ def lane_split(attrs, x_shape, w_shape, lanes: int) -> int:
     n, ic, h, w = (int(d) for d in x_shape)
     oh = (h + pt + pb - dh * (kh - 1) - 1) // sh + 1
     ow = (w + pl + pr - dw * (kw - 1) - 1) // sw + 1
+    outputs = n * int(w_shape[0]) * oh * ow
     contiguous = (h + pt + pb) * (w + pl + pr) == 1
-    if n * int(w_shape[0]) * oh * ow > (LANE_SPLIT_MAX_OUTPUTS_CONTIGUOUS if contiguous
-                                        else LANE_SPLIT_MAX_OUTPUTS):
+    if outputs > (LANE_SPLIT_MAX_OUTPUTS_CONTIGUOUS if contiguous else LANE_SPLIT_MAX_OUTPUTS):
         return 0
-    return next((b for b in (lanes, lanes // 2, 4) if ic % b == 0 and ic >= 2 * b), 0)
+    split = next((b for b in (lanes, lanes // 2, 4) if ic % b == 0 and ic >= 2 * b), 0)
+    if outputs > LANE_SPLIT_MAX_OUTPUTS and outputs * split > ic * kh * kw:
+        return 0  # the lane sums would outweigh the dot: SE-block convs (8 -> 32) 4x slower
+    return split
 
 
 def exact_block(cog: int, lanes: int) -> int:
