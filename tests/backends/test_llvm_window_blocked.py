@@ -30,6 +30,8 @@ CASES = {
     # 25 taps at a flat waste of 1.2 (unit stride, small plane) and 1.14 (strided, odd)
     "k5_20x20_waste_1_2": ((1, 48, 20, 20), (5, 5), (1, 1), (2, 2, 2, 2), (1, 1)),
     "k5_s2_27x27_waste_1_14": ((1, 40, 27, 27), (5, 5), (2, 2), (2, 2, 2, 2), (1, 1)),
+    # 3 x 3 stride 2 at a flat waste of 1.11 (19 x 19 outputs), odd and asymmetric
+    "k3_s2_37x38_waste_1_11": ((1, 48, 37, 38), (3, 3), (2, 2), (1, 1, 1, 0), (1, 1)),
 }
 
 
@@ -63,6 +65,9 @@ def test_big_planes_and_few_channels_keep_the_flat_kernel():
     # 25 taps over a 50 x 38 plane: the flat kernel's row tiles beat the blocked kernel
     assert not wants_blocked(_geometry((1, 256, 50, 38), (5, 5), (1, 1), (2, 2, 2, 2),
                                        (1, 1)), 256)
+    # 3 x 3 stride 2 with 28 x 28 outputs: flat (the blocked kernel ran 0.94x)
+    assert not wants_blocked(_geometry((1, 144, 56, 56), (3, 3), (2, 2), (1, 1, 1, 1),
+                                       (1, 1)), 144)
 
 
 def test_blocked_kernel_keeps_nan_in_its_channel():
@@ -135,3 +140,21 @@ def test_blocked_depthwise_writes_back_whole_rows_unrolled():
     text = _scheduled_blocked((1, 48, 14, 14), (5, 5), (1, 1), (2, 2, 2, 2), (1, 1))
     loops = text[:text.rindex("T.sblock(")].splitlines()[-3:]
     assert "T.unroll(14)" in loops[0] and "T.vectorized(16)" in loops[1], loops
+
+
+@pytest.mark.parametrize("kind", ["max", "avg"])
+def test_blocked_5x5_pool_on_a_20x20_plane_matches_reference(kind):
+    """YOLO's SPPF pools (5 x 5, stride 1, padding 2 on 20 x 20) share the 25-tap threshold
+    and take the blocked kernel too (512 x 20 x 20 max 219 -> 189 us at 1 thread)."""
+    import nnvm.symbol as sym
+
+    xs = (1, 40, 20, 20)
+    assert wants_blocked(_geometry(xs, (5, 5), (1, 1), (2, 2, 2, 2), (1, 1)), xs[1])
+    x = sym.Variable("x")
+    pool = sym.max_pool2d if kind == "max" else sym.avg_pool2d
+    y = pool(x, pool_size=(5, 5), strides=(1, 1), padding=(2, 2, 2, 2))
+    xv = (np.random.default_rng(23).standard_normal(xs) * 50).astype("float32")
+    libs = [nnvm.compiler.build(y, target=t, shape={"x": xs}) for t in ("llvm", "reference")]
+    assert libs[0].stats()["schedule_fallbacks"] == []
+    got, want = [lib.run(x=xv)[0] for lib in libs]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)

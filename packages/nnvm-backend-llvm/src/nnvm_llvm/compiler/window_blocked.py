@@ -33,8 +33,8 @@ The weight copy is now a TVM vector (LLVM had made it gathers behind a permute c
 index vector) and the depthwise planes keep their bound check per position (zeros written
 on the border only): 1152 x 7 x 7 and 576 x 7 x 7 5 x 5 1.25x, 576 x 14 x 14 3 x 3 stride 2
 1.19x, 240-256 x 14 x 14 5 x 5 and 960 x 16 x 16 5 x 5 dilation 2 1.07-1.09x faster (1 thread,
-old and new kernels alternating in one process). Cheaper, the kernel also pays for 25-tap
-windows at less flat waste (:data:`FLAT_WASTE_MIN_WIDE_STRIDED`,
+old and new kernels alternating in one process). Cheaper, the kernel also pays for strided and
+25-tap windows on small planes at less flat waste (:data:`FLAT_WASTE_MIN_STRIDED_SMALL`,
 :data:`FLAT_WASTE_MIN_WIDE_SMALL`). The write-back unrolls each output row (see
 :func:`_channels_last`): 5 x 5 over 240 x 14 x 14 1.21x, dilated over 960 x 16 x 16 1.55x.
 """
@@ -51,17 +51,20 @@ FLAT_WASTE_MIN = 1.4
 #: ... or this many when the window is strided (the flat kernel then also pays its phase
 #: copy) or has 25 taps or more (more work per re-laid-out element)
 FLAT_WASTE_MIN_STRIDED_OR_WIDE = 1.25
-#: windows of 25 taps or more, with the re-layouts made cheaper (the weight copy in vectors,
-#: zeros on the border only), pay from less waste: strided at this much on planes of at
-#: most ``WIDE_STRIDED_PLANE_MAX`` outputs (5 x 5 stride 2 over 240 x 28 x 28 1.21x,
-#: 144 x 56 x 56 1.08x faster than flat at a waste of 1.14; larger planes untried) ...
-FLAT_WASTE_MIN_WIDE_STRIDED = 1.1
+#: with the re-layouts made cheaper (the weight copy in vectors, zeros on the border only,
+#: whole rows written back) strided windows pay from this much waste on planes of at most
+#: ``SMALL_PLANE_MAX`` outputs, or ``WIDE_STRIDED_PLANE_MAX`` with 25 taps or more (3 x 3
+#: stride 2 over 64 x 38 x 38 1.28x, 144 x 28 x 28 1.19x, 5 x 5 stride 2 over 240 x 28 x 28
+#: 1.21x, 144 x 56 x 56 1.08x faster than flat at a waste of 1.11-1.14; 3 x 3 stride 2 with
+#: 28 x 28 outputs 0.94x) ...
+FLAT_WASTE_MIN_STRIDED_SMALL = 1.1
+SMALL_PLANE_MAX = 400
 WIDE_STRIDED_PLANE_MAX = 784
-#: ... or unit-stride at this much on planes of at most ``WIDE_PLANE_MAX`` outputs (5 x 5
-#: over 192 x 20 x 20 1.23x, 48 x 20 x 20 1.12x at 1.2; on 50 x 38 the flat kernel's row
-#: tiles stay 1.3x faster, on 28 x 28 at 1.14 the two tie)
+#: ... and unit-stride windows of 25 taps or more from this much on planes of at most
+#: ``SMALL_PLANE_MAX`` outputs (5 x 5 over 192 x 20 x 20 1.23x, 48 x 20 x 20 1.12x at 1.2,
+#: 5 x 5 max pools over 512 x 20 x 20 1.16x; on 50 x 38 the flat kernel's row tiles stay
+#: 1.3x faster, on 28 x 28 at 1.14 the two tie)
 FLAT_WASTE_MIN_WIDE_SMALL = 1.15
-WIDE_PLANE_MAX = 400
 #: at most this share of channel lanes may be padding (24 channels: 32 lanes, 1.33)
 CHANNEL_WASTE_MAX = 1.25
 #: output columns per register tile, in order of preference (independent accumulators)
@@ -77,8 +80,10 @@ def wants_blocked(g: FlatPlane, channels: int) -> bool:
     channel_waste = -(-channels // lanes) * lanes / channels
     strided, wide = g.sh > 1 or g.sw > 1, g.kh * g.kw >= 25
     waste_min = FLAT_WASTE_MIN_STRIDED_OR_WIDE if strided or wide else FLAT_WASTE_MIN
-    if wide and g.oh * g.ow <= (WIDE_STRIDED_PLANE_MAX if strided else WIDE_PLANE_MAX):
-        waste_min = FLAT_WASTE_MIN_WIDE_STRIDED if strided else FLAT_WASTE_MIN_WIDE_SMALL
+    if strided and g.oh * g.ow <= (WIDE_STRIDED_PLANE_MAX if wide else SMALL_PLANE_MAX):
+        waste_min = FLAT_WASTE_MIN_STRIDED_SMALL
+    elif wide and g.oh * g.ow <= SMALL_PLANE_MAX:
+        waste_min = FLAT_WASTE_MIN_WIDE_SMALL
     return rows * wrow >= waste_min * g.oh * g.ow and channel_waste <= CHANNEL_WASTE_MAX
 
 
