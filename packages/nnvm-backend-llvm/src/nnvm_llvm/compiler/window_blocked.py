@@ -173,7 +173,7 @@ def schedule_blocked(sch, anchor, info, extent, parallel_min_work: int) -> bool:
     # depthwise: the bound check stays, uniform per position (a branch, not a select), so
     # only the border is written with zeros instead of a fill of the whole padded plane
     for consumer in consumers:
-        _channels_last(sch, consumer, unroll=weights is not None)
+        _channels_last(sch, consumer)
     return True
 
 
@@ -184,14 +184,15 @@ def _vectorize_last(sch, block) -> None:
         pass
 
 
-def _channels_last(sch, block, unroll: bool = False) -> None:
+def _channels_last(sch, block) -> None:
     """The write-back loops ``(channel, i, j)`` turned to ``(i, j, channel)``, the channel
     a vector: one scatter per output position instead of a strided scalar read per element
-    (measured 1.5x faster on the whole 576 x 7 x 7 kernel). With ``unroll`` (depthwise), the
-    row's positions are unrolled too, so LLVM transposes the whole row of 16 channels and
-    stores each channel's run of columns at once: 1.35-1.8x faster on the whole kernel for
-    rows of 10-20 (3 x 3 over 480 x 10 x 10, 5 x 5 over 240 x 14 x 14 and 192 x 20 x 20,
-    dilated 5 x 5 over 960 x 16 x 16), the same for rows of 7 (LLVM unrolled those itself)."""
+    (measured 1.5x faster on the whole 576 x 7 x 7 kernel). The row's positions are unrolled
+    too, so LLVM transposes the whole row of 16 channels and stores each channel's run of
+    columns at once: depthwise 1.35-1.8x faster on the whole kernel for rows of 10-20 (3 x 3
+    over 480 x 10 x 10, 5 x 5 over 240 x 14 x 14 and 192 x 20 x 20, dilated 5 x 5 over
+    960 x 16 x 16), pools 1.2-1.37x (5 x 5 max over 512 x 20 x 20, avg over 128 x 20 x 20,
+    3 x 3 max over 480 x 10 x 10); the same for rows of 7 (LLVM unrolled those itself)."""
     loops = sch.get_loops(block)
     if len(loops) < 4:
         return
@@ -201,8 +202,7 @@ def _channels_last(sch, block, unroll: bool = False) -> None:
     except Exception:  # noqa: BLE001 - an unusual epilogue: keep its order
         return
     _vectorize_last(sch, block)
-    if unroll:
-        sch.unroll(j)
+    sch.unroll(j)
 
 
 def blocked_space(sch, anchor, info, extent, parallel_min_work: int) -> dict:
