@@ -31,3 +31,21 @@ def run_weighted(y, x, params: dict, threads: int):
     lib.set_num_threads(threads)
     got = lib.run(x=x)
     return lib, np.asarray(got[0] if isinstance(got, (list, tuple)) else got)
+
+
+def build_onnx(model, feed: dict, **build_kw):
+    """``model`` imported with ``nnvm.frontend.from_onnx`` at the shapes of ``feed`` (its
+    initializers as params) and built for llvm; ``build_kw`` goes to ``nnvm.compiler.build``
+    (``opt_level``...). The one-node tests' shared first half."""
+    import nnvm
+
+    shapes = {k: v.shape for k, v in feed.items()}
+    graph, params = nnvm.frontend.from_onnx(model, shape=shapes)
+    return nnvm.compiler.build(graph, target="llvm", shape=shapes, params=params, **build_kw)
+
+
+def ort_outputs(model, feed: dict) -> list:
+    """onnxruntime's outputs of ``model`` on ``feed`` (the oracle; skips without it)."""
+    ort = pytest.importorskip("onnxruntime")
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run(None, feed)

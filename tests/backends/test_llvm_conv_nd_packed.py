@@ -15,12 +15,14 @@ import pytest
 
 pytest.importorskip("onnx")
 pytest.importorskip("tvm")
-ort = pytest.importorskip("onnxruntime")
+pytest.importorskip("onnxruntime")
 
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import nnvm  # noqa: E402
 from nnvm_llvm.runtime import packing  # noqa: E402
+
+from llvm_probe import build_onnx, ort_outputs  # noqa: E402
 
 # id: (input shape, weight shape, strides, pads (begin + end), dilations, group)
 CASES = {
@@ -64,14 +66,7 @@ def _model(case, bias, weight_is_input):
 
 
 def _oracle(model, feed):
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return sess.run(None, feed)[0]
-
-
-def _build(model, feed):
-    shapes = {k: v.shape for k, v in feed.items()}
-    graph, params = nnvm.frontend.from_onnx(model, shape=shapes)
-    return nnvm.compiler.build(graph, target="llvm", shape=shapes, params=params)
+    return ort_outputs(model, feed)[0]
 
 
 @pytest.mark.parametrize("weight_is_input", [False, True], ids=["const_w", "input_w"])
@@ -80,7 +75,7 @@ def _build(model, feed):
 def test_conv_nd_matches_onnxruntime(case, bias, weight_is_input):
     model, x, w = _model(case, bias, weight_is_input)
     feed = {"x": x, "w": w} if weight_is_input else {"x": x}
-    lib = _build(model, feed)
+    lib = build_onnx(model, feed)
     got = lib.run(**feed)[0]
     np.testing.assert_allclose(got, _oracle(model, {"x": x, "w": w} if weight_is_input
                                             else {"x": x}), rtol=1e-4, atol=1e-4)
@@ -92,7 +87,7 @@ def test_conv_nd_matches_onnxruntime(case, bias, weight_is_input):
 def test_rebound_weight_is_repacked():
     """``set_input`` of a packed weight repacks it: the next run uses the new filters."""
     model, x, w = _model("3d_g3_cpg5_dil2_asym", True, False)
-    lib = _build(model, {"x": x})
+    lib = build_onnx(model, {"x": x})
     lib.run(x=x)
     w2 = (w * -0.5 + 0.25).astype("float32")
     lib.set_input(w=w2)

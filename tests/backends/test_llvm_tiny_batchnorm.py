@@ -15,9 +15,9 @@ import pytest
 
 pytest.importorskip("tvm")
 pytest.importorskip("onnx")
-ort = pytest.importorskip("onnxruntime")
+pytest.importorskip("onnxruntime")
 
-import nnvm  # noqa: E402
+from llvm_probe import build_onnx, ort_outputs  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 SHAPES = {
@@ -52,12 +52,8 @@ def test_batchnorm_matches_onnxruntime(shape):
     rng = np.random.default_rng(sum(shape))
     model = _model(shape, rng)
     x = rng.standard_normal(shape).astype(np.float32)
-    g, params = nnvm.frontend.from_onnx(model, shape={"x": x.shape})
-    lib = nnvm.compiler.build(g, target="llvm", opt_level=3, shape={"x": x.shape},
-                              params=params)
-    got = np.asarray(lib.run(x=x)[0])
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    want = sess.run(None, {"x": x})[0]
+    got = np.asarray(build_onnx(model, {"x": x}, opt_level=3).run(x=x)[0])
+    want = ort_outputs(model, {"x": x})[0]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 

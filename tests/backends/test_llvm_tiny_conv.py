@@ -15,11 +15,11 @@ import pytest
 
 pytest.importorskip("onnx")
 pytest.importorskip("tvm")
-ort = pytest.importorskip("onnxruntime")
+pytest.importorskip("onnxruntime")
 
 from onnx import TensorProto, helper, numpy_helper, shape_inference  # noqa: E402
 
-from test_llvm_conv_nd_packed import _build, _oracle  # noqa: E402 - same oracle and build
+from llvm_probe import build_onnx, ort_outputs  # noqa: E402
 
 # id: (input shape, weight shape, attributes)
 CASES = {
@@ -83,8 +83,8 @@ def _model(case, bias, weight_is_input):
 def test_tiny_conv_matches_onnxruntime(case, bias, weight_is_input):
     model, x, w = _model(case, bias, weight_is_input)
     feed = {"x": x, "w": w} if weight_is_input else {"x": x}
-    lib = _build(model, feed)
-    np.testing.assert_allclose(lib.run(**feed)[0], _oracle(model, feed),
+    lib = build_onnx(model, feed)
+    np.testing.assert_allclose(lib.run(**feed)[0], ort_outputs(model, feed)[0],
                                rtol=1e-4, atol=1e-4)
     assert lib.stats()["num_fallback_kernels"] == 0
 
@@ -96,13 +96,13 @@ def test_rebound_weight_is_used(case):
     the lane-split kernel): the next run uses the new filters. A 1-D conv's weight is a
     param of the folded 2-D shape, under its own name."""
     model, x, w = _model(case, True, False)
-    lib = _build(model, {"x": x})
+    lib = build_onnx(model, {"x": x})
     lib.run(x=x)
     w2 = (w * -0.5 + 0.25).astype("float32")
     (name, shape), = [(k, v.shape) for k, v in lib.params.items() if v.size == w.size]
     lib.set_input(**{name: w2.reshape(shape)})
     model2, _, _ = _model(case, True, True)
-    np.testing.assert_allclose(lib.run(x=x)[0], _oracle(model2, {"x": x, "w": w2}),
+    np.testing.assert_allclose(lib.run(x=x)[0], ort_outputs(model2, {"x": x, "w": w2})[0],
                                rtol=1e-4, atol=1e-4)
 
 
