@@ -158,3 +158,16 @@ def test_blocked_5x5_pool_on_a_20x20_plane_matches_reference(kind):
     assert libs[0].stats()["schedule_fallbacks"] == []
     got, want = [lib.run(x=xv)[0] for lib in libs]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+
+
+def test_blocked_depthwise_writes_each_row_back_after_computing_it():
+    """The write-back (the ReLU6 epilogue fused) runs inside the output-row loop, right
+    after the row's register tiles, not in a pass over the whole block after the window."""
+    text = _scheduled_blocked((1, 48, 14, 14), (5, 5), (1, 1), (2, 2, 2, 2), (1, 1))
+    lines = text.splitlines()
+    row = next(k for k, line in enumerate(lines) if "for i in range(14)" in line)
+    depth = len(lines[row]) - len(lines[row].lstrip())
+    back = next(k for k in range(len(lines) - 1, 0, -1) if "T.sblock(" in lines[k])
+    assert back > row and all(len(line) - len(line.lstrip()) > depth
+                              for line in lines[row + 1:back + 1] if line.strip()), \
+        lines[row:back + 1]

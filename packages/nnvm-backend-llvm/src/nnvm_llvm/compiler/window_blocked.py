@@ -159,6 +159,7 @@ def schedule_blocked(sch, anchor, info, extent, parallel_min_work: int) -> bool:
     sch.reorder(i, jo, *red, ji, ci)
     acc = sch.cache_write(anchor, 0, "local")
     sch.reverse_compute_at(acc, jo)
+    rows = [_into_row(sch, consumer, i) for consumer in consumers]
     if info.knobs.get("parallel", work >= parallel_min_work) and extent(sch, bk) > 1:
         sch.parallel(bk)
     sch.unroll(ji)
@@ -172,8 +173,8 @@ def schedule_blocked(sch, anchor, info, extent, parallel_min_work: int) -> bool:
         try_decompose_padding(sch, planes, info.lanes)
     # depthwise: the bound check stays, uniform per position (a branch, not a select), so
     # only the border is written with zeros instead of a fill of the whole padded plane
-    for consumer in consumers:
-        _channels_last(sch, consumer)
+    for consumer, in_row in zip(consumers, rows):
+        _channels_last(sch, consumer, in_row)
     return True
 
 
@@ -184,8 +185,21 @@ def _vectorize_last(sch, block) -> None:
         pass
 
 
-def _channels_last(sch, block) -> None:
-    """The write-back loops ``(channel, i, j)`` turned to ``(i, j, channel)``, the channel
+def _into_row(sch, consumer, row) -> bool:
+    """The write-back (with the epilogue) of each output row right after the row is
+    computed, from a row's buffer still in cache, instead of a pass over the whole block's
+    planes after the window: 5 x 5 over 1152 x 7 x 7 1.06x, 240 x 14 x 14 1.11x, 256 x 14 x
+    14 1.08x, 3 x 3 max over 832 x 7 x 7 1.14x faster (1 thread, interleaved, old and new
+    kernels in one process). False where TVM refuses (the write-back stays per task)."""
+    try:
+        sch.reverse_compute_at(consumer, row)
+    except Exception:  # noqa: BLE001 - an unusual epilogue: after the window, per task
+        return False
+    return True
+
+
+def _channels_last(sch, block, in_row: bool) -> None:
+    """The write-back loops ``(channel, [i,] j)`` turned to ``([i,] j, channel)``, the channel
     a vector: one scatter per output position instead of a strided scalar read per element
     (measured 1.5x faster on the whole 576 x 7 x 7 kernel). The row's positions are unrolled
     too, so LLVM transposes the whole row of 16 channels and stores each channel's run of
@@ -196,9 +210,9 @@ def _channels_last(sch, block) -> None:
     loops = sch.get_loops(block)
     if len(loops) < 4:
         return
-    c, i, j = loops[-3:]
+    *c, j = loops[-2:] if in_row else loops[-3:]
     try:
-        sch.reorder(i, j, c)
+        sch.reorder(*c[1:], j, c[0])
     except Exception:  # noqa: BLE001 - an unusual epilogue: keep its order
         return
     _vectorize_last(sch, block)
