@@ -44,6 +44,18 @@ CASES = {
         kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
     "avg_not_tiny": ("AveragePool", (4, 8, 16, 16), dict(kernel_shape=[2, 2],
                                                          strides=[2, 2])),
+    # one-column planes (PyTorch's AvgPool1d/MaxPool1d exported as 2-D pools)
+    "avg_column_k2s2": ("AveragePool", (2, 3, 6, 1), dict(kernel_shape=[2, 1],
+                                                          strides=[2, 1])),
+    "avg_column_padded_ceil": ("AveragePool", (2, 3, 7, 1), dict(
+        kernel_shape=[3, 1], strides=[2, 1], pads=[1, 0, 1, 0], ceil_mode=1)),
+    "avg_column_include_pad": ("AveragePool", (1, 4, 9, 1), dict(
+        kernel_shape=[3, 1], strides=[2, 1], pads=[1, 0, 0, 0], count_include_pad=1)),
+    "max_column_k2s2": ("MaxPool", (2, 3, 6, 1), dict(kernel_shape=[2, 1], strides=[2, 1])),
+    # unit stride: the flat window kernel (``flat_window``)
+    "max_flat_k3_pad1": ("MaxPool", (1, 3, 8, 8), dict(kernel_shape=[3, 3],
+                                                       pads=[1, 1, 1, 1])),
+    "avg_flat_k2": ("AveragePool", (2, 4, 9, 9), dict(kernel_shape=[2, 2])),
 }
 
 
@@ -87,6 +99,16 @@ def test_padded_row_of_at_most_a_vector_is_one_vector(case, lanes, vector):
     """A padded pool's output row of at most a vector (the target's lanes) is computed as
     one vector; rows longer than a vector and unpadded rows stay plain loops."""
     assert ("T.vectorized(" in _scheduled(case, lanes)) == vector
+
+
+@pytest.mark.parametrize("case", ["avg_column_k2s2", "max_ceil_k3s2", "avg_not_tiny",
+                                  "max_padded_rows_of_7", "max_flat_k3_pad1", "avg_flat_k2"])
+def test_pool_accumulator_is_no_local_buffer(case):
+    """The window accumulator is a "global" buffer (a stack array on the CPU), not a
+    "local" one, which TVM lowers to a workspace allocation and release on every call (the
+    whole time of a 36-element pool, twice a one-element kernel's)."""
+    text = _scheduled(case, 16)
+    assert "anchor_pool_global" in text and 'scope="local"' not in text, text
 
 
 def _scheduled(case, lanes):

@@ -42,6 +42,8 @@ import math
 
 from tvm import te, tirx
 
+from .pool_rows import POOL_ACCUMULATOR_SCOPE
+
 #: output vectors per register tile (independent accumulators): an FMA chain of one vector
 #: per tile waits on its own latency at every tap
 REG_TILE_PREFS = (4, 5, 3, 6, 7, 2, 8)
@@ -256,7 +258,7 @@ def schedule_flat(sch, anchor, info, extent, parallel_min_work: int) -> bool:
         po, lane = sch.split(p, [None, vw])
         tile, inner = sch.split(po, [None, rt])
         sch.reorder(tile, *red, inner, lane)
-    wb = sch.cache_write(anchor, 0, "local")
+    wb = sch.cache_write(anchor, 0, "local" if depthwise else POOL_ACCUMULATOR_SCOPE)
     sch.reverse_compute_at(wb, tile)
     if info.knobs.get("parallel", work >= parallel_min_work) and extent(sch, bc) > 1:
         sch.parallel(bc)
