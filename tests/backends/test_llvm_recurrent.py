@@ -94,12 +94,15 @@ def _onnx_model(nodes, inputs, outputs, inits, opset):
     return model
 
 
-def _vs_onnxruntime(model, feed, rtol=1e-5, atol=1e-5):
-    """Import, build for llvm, compare every output with onnxruntime; returns stats()."""
+def _vs_onnxruntime(model, feed, rtol=1e-5, atol=1e-5, threads=None):
+    """Import, build for llvm (on ``threads`` threads when given), compare every output
+    with onnxruntime; returns stats()."""
     ort = pytest.importorskip("onnxruntime")
     g, params = nnvm.frontend.from_onnx(model, shape={k: v.shape for k, v in feed.items()})
     lib = nnvm.compiler.build(g, target="llvm", shape={k: v.shape for k, v in feed.items()},
                               params=params)
+    if threads is not None:
+        lib.set_num_threads(threads)
     want = ort.InferenceSession(model.SerializeToString(),
                                 providers=["CPUExecutionProvider"]).run(None, feed)
     got = lib.run(**{k: v for k, v in feed.items() if k in lib.input_names})
@@ -167,6 +170,29 @@ DOT_TILES = [
 def test_recurrent_dot_tiles_match_onnxruntime(rng, op, seq, batch, n_in, hid, attrs):
     model, feed = _sequence_model(rng, op, seq, batch, n_in, hid, **attrs)
     stats = _vs_onnxruntime(model, feed)
+    assert stats["num_fallback_kernels"] == 0, stats["unsupported_ops"]
+
+
+#: (op, seq, batch, n_in, hid, attrs), one per product path, whose register tiles are
+#: stack allocations (``test_llvm_recurrent_registers``): dot tiles (the recurrent GEMV and a
+#: projection of few rows), column panels (a projection of many rows, split across
+#: threads), panels of the recurrent weights (a hidden size no vector divides), plain dot
+#: products (odd k); the roofline sweep's GRU and LSTM shapes among them
+REGISTER_PATHS = {
+    "gru-64-steps-sweep": ("GRU", 64, 1, 128, 128, {"linear_before_reset": 1}),
+    "lstm-8-steps-sweep": ("LSTM", 8, 1, 128, 128, {}),
+    "lstm-bidir-20-steps": ("LSTM", 20, 1, 64, 64, {"direction": "bidirectional"}),
+    "gru-reset-before-r-reverse": ("GRU", 11, 2, 48, 32, {"direction": "reverse"}),
+    "gru-odd-hidden-panels": ("GRU", 9, 1, 24, 37, {"linear_before_reset": 1}),
+    "lstm-odd-k-plain": ("LSTM", 3, 2, 21, 13, {"direction": "bidirectional"}),
+}
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("case", sorted(REGISTER_PATHS))
+def test_register_tile_paths_match_onnxruntime(rng, case, threads):
+    model, feed = _sequence_model(rng, *REGISTER_PATHS[case][:5], **REGISTER_PATHS[case][5])
+    stats = _vs_onnxruntime(model, feed, rtol=1e-4, atol=1e-4, threads=threads)
     assert stats["num_fallback_kernels"] == 0, stats["unsupported_ops"]
 
 

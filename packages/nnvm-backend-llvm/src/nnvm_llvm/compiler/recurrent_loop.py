@@ -140,15 +140,25 @@ def _shuffles(n: int, m: int) -> tuple[list[int], list[int]]:
     return lo, hi
 
 
+def registers(count: int, shape: tuple, dtype: str) -> list:
+    """``count`` local buffers of ``shape``, each its own allocation, for values meant to
+    live in registers. Why not one tile of them all: TVM places a local allocation of 1 KB
+    or more (``kMaxStackAlloca``) in a workspace block from the runtime, and LLVM cannot
+    tell that block from the buffers the kernel reads (no ``noalias``), so a 16 x 16 float
+    tile kept its accumulators in memory and cost a workspace call per kernel call (or per
+    parallel task); small allocations become stack slots that LLVM promotes to registers."""
+    return [T.alloc_buffer(shape, dtype) for _ in range(count)]
+
+
 def _local_tile(vectors: list, dtype: str, n: int):
-    """``vectors`` stored as the rows of a local tile (unrolled, constant offsets: LLVM keeps
-    it in registers); a stage read from it shares each vector instead of copying its
+    """``vectors`` stored into local vectors (unrolled, constant offsets: LLVM keeps them in
+    registers); a stage read from them shares each vector instead of copying its
     expression into every use."""
-    tile = T.alloc_buffer((len(vectors), n), dtype, scope="local")
     full = tirx.Ramp(0, 1, n)
-    for r, vec in enumerate(vectors):
-        T.buffer_store(tile, vec, [r, full])
-    return [tile[r, full] for r in range(len(vectors))]
+    regs = registers(len(vectors), (n,), dtype)
+    for reg, vec in zip(regs, vectors):
+        T.buffer_store(reg, vec, [full])
+    return [reg[full] for reg in regs]
 
 
 def shuffle_transpose(rows: list, dtype: str) -> list:
@@ -299,7 +309,7 @@ class _Kernel:
         mr = 1 if rows == 1 else _tile(rows, (2, 1))
         with self.row_tiles(rows // mr, parallel) as ro:
             with T.serial(0, (n1 - n0) // nb) as no:
-                acc = T.alloc_buffer((mr, nb, lanes), self.acc, scope="local")
+                (acc,) = registers(1, (mr, nb, lanes), self.acc)
                 with T.unroll(0, mr) as ri:
                     with T.unroll(0, nb) as ni:
                         with T.vectorized(0, lanes) as li:
@@ -357,23 +367,21 @@ class _Kernel:
                 if flip is not None:
                     no = tirx.Select(flip, (n1 - n0) // nr - 1 - no, no)
                 n = n0 + no * nr
-                acc = T.alloc_buffer((mr, nr, lanes), self.acc, scope="local")
+                acc = [registers(nr, (lanes,), self.acc) for _ in range(mr)]
                 for i in range(mr * nr):
-                    T.buffer_store(acc, tirx.Broadcast(self.c(0), lanes),
-                                   [i // nr, i % nr, full])
+                    T.buffer_store(acc[i // nr][i % nr], tirx.Broadcast(self.c(0), lanes),
+                                   [full])
                 with T.serial(0, k_n // lanes) as ko:
                     k = tirx.Ramp(ko * lanes, 1, lanes)
-                    xv = T.alloc_buffer((mr, lanes), self.acc, scope="local")
-                    for ri in range(mr):
-                        T.buffer_store(xv, src(ro * mr + ri, k), [ri, full])
+                    xv = _local_tile([src(ro * mr + ri, k) for ri in range(mr)], self.acc,
+                                     lanes)
                     for i in range(nr):
                         wv = self.load(mat, (d, n + i, k))
                         for ri in range(mr):
-                            T.buffer_store(acc, acc[ri, i, full] + xv[ri, full] * wv,
-                                           [ri, i, full])
+                            T.buffer_store(acc[ri][i], acc[ri][i][full] + xv[ri] * wv, [full])
                 cols = tirx.Ramp(self.col(n), 1, nr)
                 for ri in range(mr):
-                    total = shuffle_sums([acc[ri, i, full] for i in range(nr)], self.acc,
+                    total = shuffle_sums([acc[ri][i][full] for i in range(nr)], self.acc,
                                          lanes)
                     T.buffer_store(dst, total + bias[cols], [row_of(ro * mr + ri), cols])
 
@@ -418,23 +426,23 @@ class _Kernel:
         mr = _tile(rows, (4, 3, 2, 1)) if nv <= 4 else 1
         with self.row_tiles(rows // mr, parallel) as ro:
             with T.serial(0, nvec // nv) as vo:
-                acc = T.alloc_buffer((mr, nv, lanes), self.acc, scope="local")
+                acc = registers(mr, (nv, lanes), self.acc)  # one row's vectors each
                 base = col0 + vo * nv * lanes
-                with T.unroll(0, mr) as ri:
+                for ri in range(mr):
                     with T.unroll(0, nv) as vi:
                         with T.vectorized(0, lanes) as li:
-                            T.buffer_store(acc, bias[base + vi * lanes + li], [ri, vi, li])
+                            T.buffer_store(acc[ri], bias[base + vi * lanes + li], [vi, li])
                 with T.serial(0, k_n) as k:
-                    with T.unroll(0, mr) as ri:
+                    for ri in range(mr):
                         s = src(ro * mr + ri, k)
                         with T.unroll(0, nv) as vi:
                             with T.vectorized(0, lanes) as li:
-                                T.buffer_store(acc, acc[ri, vi, li] + s * panels[
-                                    k, base + vi * lanes + li], [ri, vi, li])
-                with T.unroll(0, mr) as ri:
+                                T.buffer_store(acc[ri], acc[ri][vi, li] + s * panels[
+                                    k, base + vi * lanes + li], [vi, li])
+                for ri in range(mr):
                     with T.unroll(0, nv) as vi:
                         with T.vectorized(0, lanes) as li:
-                            T.buffer_store(dst, acc[ri, vi, li],
+                            T.buffer_store(dst, acc[ri][vi, li],
                                            [row_of(ro * mr + ri), base + vi * lanes + li])
 
     def recurrent(self, d, dst, b, src, n0, n1, panels, bias, flip=None):
