@@ -171,3 +171,23 @@ def test_blocked_depthwise_writes_each_row_back_after_computing_it():
     assert back > row and all(len(line) - len(line.lstrip()) > depth
                               for line in lines[row + 1:back + 1] if line.strip()), \
         lines[row:back + 1]
+
+
+def test_blocked_pool_pads_only_the_border():
+    """A blocked max pool keeps the planes' bound check too (the pad value written on the
+    border only), not a fill of the whole padded plane then the copy (3 x 3 over
+    832 x 7 x 7 1.33x faster at 1 thread)."""
+    import nnvm.symbol as sym
+    from nnvm_llvm.compiler.codegen import kernel_lowerings
+    from nnvm_llvm.compiler.schedules import ScheduleInfo, schedule
+
+    xs = (1, 48, 7, 7)
+    assert wants_blocked(_geometry(xs, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)), xs[1])
+    y = sym.max_pool2d(sym.Variable("x"), pool_size=(3, 3), strides=(1, 1),
+                       padding=(1, 1, 1, 1))
+    graph, params = nnvm.compiler.optimize(y, shape={"x": xs}, params={})
+    (gl,) = [g for g in kernel_lowerings(graph, params, 16) if g.kind == "pool"]
+    info = ScheduleInfo("pool", 16)
+    text = str(schedule(gl.primfunc(16), info))
+    assert info.applied and 'T.sblock("pad_blocked_' in text
+    assert "_pad_const" not in text

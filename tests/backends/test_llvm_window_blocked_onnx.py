@@ -87,3 +87,18 @@ def test_blocked_ceil_mode_max_pool_matches_onnxruntime(channels):
     xv = (np.random.default_rng(43).standard_normal(xs) * 10).astype(np.float32)
     got, want = _run_both(node, {}, xv, list(xs))
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("count_include_pad", [0, 1])
+def test_blocked_average_pool_matches_onnxruntime(count_include_pad):
+    """A padded 3 x 3 average pool over 7 x 7 planes: the border holds zeros, the divisor
+    counts them or not."""
+    from onnx import helper
+
+    xs = (1, 45, 7, 7)
+    assert wants_blocked(_geometry(xs, 3, 1, (1, 1, 1, 1), 1), xs[1])
+    node = helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[3, 3],
+                            pads=[1, 1, 1, 1], count_include_pad=count_include_pad)
+    xv = np.random.default_rng(47).standard_normal(xs).astype(np.float32)
+    got, want = _run_both(node, {}, xv, list(xs))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
