@@ -3,7 +3,8 @@ lane_split``: fewer outputs than a vector, the input channels split across the l
 the tiny grouped / 3-D convs of the roofline sweep.
 
 Why: these kernels are a handful of vector FMAs, so each takes a path of its own (a split
-reduction, exact channel blocks per group): every path must give onnxruntime's numbers over
+reduction, exact channel blocks per group, a few channels times 2 output columns per
+vector with the weight packed in copies): every path must give onnxruntime's numbers over
 1-D / 2-D / 3-D, groups, pads, strides, dilations, bias or none, and a weight that is a
 constant (packed at load), a graph input, or rebound after the build.
 """
@@ -54,6 +55,18 @@ CASES = {
     "conv2d_g2_cpg3_large": ((1, 4, 40, 40), (6, 2, 3, 3), {"group": 2}),
     "conv3d_g2_cpg6_pad": ((1, 12, 4, 6, 5), (12, 6, 3, 3, 3), {"group": 2, "pads": [1] * 6}),
     "conv3d_oc10": ((1, 3, 4, 5, 6), (10, 3, 2, 2, 3), {"strides": [1, 2, 1]}),
+    # a few channels times 2 output columns per vector (``conv_nd.column_block``): an odd
+    # row (a spare column), one column, pads, strides, up to 8 channels per group
+    "conv3d_oc4_pad_stride_mixed": ((2, 3, 5, 5, 5), (4, 3, 2, 2, 2),
+                                    {"pads": [1, 0, 1, 1, 1, 0], "strides": [2, 1, 2]}),
+    "conv3d_g3_cpg5_row1": ((1, 6, 3, 4, 1), (15, 2, 2, 2, 1), {"group": 3}),
+    "conv3d_oc7_row5": ((1, 2, 3, 3, 7), (7, 2, 1, 2, 3), {"pads": [0, 1, 0, 0, 0, 0]}),
+    "conv3d_g2_cpg8_stride3": ((1, 4, 3, 4, 11), (16, 2, 2, 2, 2),
+                               {"group": 2, "strides": [1, 1, 3]}),
+    # past the tiny regime a packed weight keeps its copies; 12 per group: no copies
+    "conv3d_g2_cpg3_odd_large": ((1, 4, 8, 16, 15), (6, 2, 3, 3, 3),
+                                 {"group": 2, "pads": [1] * 6}),
+    "conv3d_g2_cpg12": ((1, 4, 3, 4, 5), (24, 2, 2, 2, 2), {"group": 2}),
 }
 
 
@@ -138,3 +151,65 @@ def test_exact_block_takes_only_undivided_groups_under_a_vector(cog, lanes, bn):
     from nnvm_llvm.compiler.lowering import exact_block
 
     assert exact_block(cog, lanes) == bn
+
+
+@pytest.mark.parametrize("cog,lanes,block", [
+    (3, 16, 6), (4, 16, 8), (5, 16, 10), (8, 16, 16), (7, 16, 14),
+    (4, 8, 8), (3, 8, 6),  # AVX2: two columns of 4 channels fill the vector
+    (5, 8, 5), (6, 8, 6),  # two copies would not fit
+    (2, 16, 2), (12, 16, 4), (16, 16, 16),  # not one whole small group: no copies
+])
+def test_channel_block_copies_small_groups(cog, lanes, block):
+    from nnvm_llvm.compiler import conv_nd
+    from nnvm_llvm.runtime import packing
+
+    assert conv_nd.channel_block(cog, lanes) == block
+    assert packing.conv_nd_copies(cog, block) == (block // cog if block > cog else 1)
+
+
+def test_packed_copies_unpack_to_the_weight():
+    """``pack_conv_nd`` with copies repeats each channel in place (lane ``channel *
+    copies + column``); ``conv_nd.unpacked`` reads the model layout back from it."""
+    import tvm
+    from tvm import te
+
+    from nnvm_llvm.compiler import conv_nd
+    from nnvm_llvm.runtime import packing
+
+    w = np.random.default_rng(0).standard_normal((6, 2, 3, 3, 3)).astype("float32")
+    packed = packing.pack("conv_nd_2g", w, 6)
+    assert packed.shape == packing.packed_shape("conv_nd_2g", w.shape, 6) == (2, 2, 3, 3, 3, 6)
+    np.testing.assert_array_equal(packed[1, :, ..., 2 * 2 + 1], w[3 + 2])
+    wt = te.placeholder(packed.shape, name="w")
+    func = te.create_prim_func([wt, conv_nd.unpacked(wt, 2, 6)])
+    out = tvm.runtime.tensor(np.zeros(w.shape, "float32"))
+    tvm.compile(func, target="llvm")(tvm.runtime.tensor(packed), out)
+    np.testing.assert_array_equal(out.numpy(), w)
+
+
+@pytest.mark.parametrize("lanes", [16, 8])
+def test_column_kernel_at_both_vector_widths(lanes):
+    """The scheduled kernel of a 4-channel 3-D conv with an odd row (a spare column) at
+    AVX-512's and AVX2's width: lanes of 4 channels x 2 columns, onnxruntime's numbers."""
+    import re
+
+    import tvm
+    from tvm import te
+
+    from nnvm_llvm.compiler import conv_nd, schedules
+    from nnvm_llvm.runtime import packing
+
+    model, x, w = _model("conv3d_dil2", False, False)
+    want = ort_outputs(model, {"x": x})[0]
+    block = conv_nd.channel_block(4, lanes)
+    packed = packing.pack("conv_nd_1g", w, block)
+    xt, wt = te.placeholder(x.shape, name="x"), te.placeholder(packed.shape, name="w")
+    y = conv_nd.blocked_conv(xt, wt, None, (1, 1, 1), (0, 0, 0), (2, 2, 2), 1, want.shape,
+                             "float32", "conv", lanes, packed=True)
+    info = schedules.ScheduleInfo("conv_nd", lanes)
+    func = schedules.schedule(te.create_prim_func([xt, wt, y]), info)
+    assert info.applied
+    assert "8" in re.findall(r"T\.vectorized\((\d+)\)", func.script())
+    out = tvm.runtime.tensor(np.zeros(want.shape, "float32"))
+    tvm.compile(func, target="llvm")(tvm.runtime.tensor(x), tvm.runtime.tensor(packed), out)
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-4)

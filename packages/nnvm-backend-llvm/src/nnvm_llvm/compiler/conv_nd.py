@@ -31,8 +31,10 @@ from __future__ import annotations
 
 import math
 
+import tvm
 from tvm import te, topi
 
+from ..runtime.packing import conv_nd_copies
 from .lowering import conv_block, exact_block
 
 #: accumulation dtype per input dtype the blocked kernel covers; others (integers) keep
@@ -50,6 +52,17 @@ LAZY_PAD_MAX = 16384
 
 
 def channel_block(cog: int, lanes: int) -> int:
+    """The weight block (lanes) of a conv with ``cog`` channels per group: its channel
+    block (``_channels``) times the copies of it a small conv's columns share a vector
+    with (``column_block``): up to 4, as many as fit a vector, when the block is the
+    whole group of 3 or more channels and two fit."""
+    bn = _channels(cog, lanes)
+    if bn != cog or bn < 3 or 2 * bn > lanes:
+        return bn
+    return bn * MAX_COLUMNS
+
+
+def _channels(cog: int, lanes: int) -> int:
     """Output channels per vector block for ``cog`` channels per group:
     ``lowering.conv_block``'s choice where it divides ``cog``, else one vector of exactly
     ``cog`` lanes (``lowering.exact_block``, fewer channels than a vector), else a
@@ -61,6 +74,30 @@ def channel_block(cog: int, lanes: int) -> int:
     if bn < 4 and cog > 2:
         bn = 4 if cog <= 4 else lanes // 2
     return bn
+
+
+#: most outputs (batch x channels x positions) of a conv whose channel vector also spans
+#: output columns (``column_block``): the tiny-conv regime it was measured on
+COLUMN_MAX_OUTPUTS = 4096
+#: most output columns in one vector (copies of the channel block in a packed weight)
+MAX_COLUMNS = 2
+
+
+def column_block(bn: int, outputs: int, lanes: int) -> int:
+    """Output columns that share one vector with a block of ``bn`` channels (1: none) in a
+    conv whose weight is packed per call (``wpack_``); a weight packed at load has its
+    copies (``channel_block``) and takes that many.
+
+    Why: a conv with 3 or 4 channels per block filled 3 or 4 of the vector's lanes, so a
+    0.2 us 3-D test conv ran one 128-bit FMA per tap and column, at a quarter of the FMA
+    rate. With ``e`` columns in the vector (lanes ``(channel, column)``, column fastest)
+    each tap is one FMA of ``bn * e`` lanes: the weight is each channel's value ``e``
+    times (the packed copies), the input ``e`` neighbouring columns (one 64-bit broadcast
+    at unit stride; ``blocked_conv``'s ``Select``). A row that ``e`` does not divide gets
+    a last group whose spare columns repeat the last one and are never written out."""
+    if outputs > COLUMN_MAX_OUTPUTS or 2 * bn > lanes:
+        return 1
+    return MAX_COLUMNS
 
 
 def _pads_after(sizes, out, kk, strides, dilations, pads_begin):
@@ -80,8 +117,11 @@ def blocked_conv(x, w, bias, strides, pads_begin, dilations, groups, out_shape, 
     cog = oc // groups
     kk = [int(d) for d in w.shape[2:len(w.shape) - packed]]
     sizes = [int(d) for d in x.shape[2:]]
-    bn = int(w.shape[-1]) if packed else channel_block(cog, lanes)
+    block = int(w.shape[-1]) if packed else channel_block(cog, lanes)
+    copies = conv_nd_copies(cog, block)
+    bn = block // copies
     cogp = -(-cog // bn) * bn  # channels per group, padded to whole blocks
+    cols = copies if packed else column_block(bn, n * groups * cogp * math.prod(out), lanes)
     after = _pads_after(sizes, out, kk, strides, dilations, pads_begin)
     acc = ACCUMULATE[str(x.dtype)]
     xp = x
@@ -101,8 +141,9 @@ def blocked_conv(x, w, bias, strides, pads_begin, dilations, groups, out_shape, 
             return w[(g * cog + j, ci) + taps].astype(acc)
         return te.if_then_else(j < cog, w[(g * cog + te.min(j, cog - 1), ci) + taps],
                                te.const(0, w.dtype)).astype(acc)
-    if not packed:
-        wp = te.compute((groups * cogp // bn, cg) + tuple(kk) + (bn,), pack,
+    if not packed:  # the block copied for each column of a vector (``cols``)
+        wp = te.compute((groups * cogp // bn, cg) + tuple(kk) + (bn * cols,),
+                        lambda ob, ci, *rest: pack(ob, ci, *rest[:-1], rest[-1] // cols),
                         name="wpack_" + name)
     elif acc != str(w.dtype):  # half precision: one contiguous conversion per call
         wp = te.compute(w.shape, lambda *i: w(*i).astype(acc), name="wpack_cast_" + name)
@@ -111,12 +152,42 @@ def blocked_conv(x, w, bias, strides, pads_begin, dilations, groups, out_shape, 
     rc = te.reduce_axis((0, cg), "rc")
     rk = [te.reduce_axis((0, k), f"rk{i}") for i, k in enumerate(kk)]
 
+
+    def pixel(b, ci, o):
+        """The input under output position ``o`` at the current taps. With ``cols``
+        columns per vector the last two axes of ``o`` are (column group, column in it),
+        and the value is a ``Select`` on the column whose every branch reads a position
+        all lanes of that column share: blended broadcasts, not a gather."""
+        lead = tuple(o[i] * strides[i] + rk[i] * dilations[i] for i in range(nsp - 1))
+
+        def at(col):
+            return xp[(b, ci) + lead + (col * strides[-1] + rk[-1] * dilations[-1],)]
+        if cols == 1:
+            return at(o[-1])
+        group, col = o[-2], o[-1]
+
+        def column(e):  # a spare column past the row repeats its last one
+            return at(group * cols + e if out[-1] % cols == 0 else
+                      te.min(group * cols + e, out[-1] - 1))
+        value = column(cols - 1)
+        for e in reversed(range(cols - 1)):
+            value = tvm.tirx.Select(col == e, column(e), value)
+        return value
+
     def body(b, c, *o):
         ci = rc if groups == 1 else (c // cogp) * cg + rc
-        coords = tuple(o[i] * strides[i] + rk[i] * dilations[i] for i in range(nsp))
-        return te.sum(xp[(b, ci) + coords] * wp[(c // bn, rc) + tuple(rk) + (c % bn,)],
+        lane = (c % bn) * cols + (o[-1] if cols > 1 else 0)  # its copy for that column
+        return te.sum(pixel(b, ci, o) * wp[(c // bn, rc) + tuple(rk) + (lane,)],
                       axis=[rc] + rk)
-    y = te.compute((n, groups * cogp) + tuple(out), body, name="anchor_convnd")
+    # a block other than the weight's lanes is named: the template reads it from there
+    anchor = "anchor_convnd" + (f"_{cols}x{bn}" if bn != int(wp.shape[-1]) else "")
+    if cols == 1:
+        y = te.compute((n, groups * cogp) + tuple(out), body, name=anchor)
+    else:
+        grouped = te.compute((n, groups * cogp) + tuple(out[:-1]) + (-(-out[-1] // cols), cols),
+                             body, name=anchor)
+        y = te.compute((n, groups * cogp) + tuple(out), lambda b, c, *o: grouped[
+            (b, c) + o[:-1] + (o[-1] // cols, o[-1] % cols)], name=name + "_columns")
     if cogp != cog:
         full = y
         y = te.compute(tuple(out_shape), lambda b, c, *o: full[
@@ -132,11 +203,12 @@ def blocked_conv(x, w, bias, strides, pads_begin, dilations, groups, out_shape, 
 def unpacked(w, groups: int, oc: int):
     """The model-layout ``(OC, IC / G, *K)`` view of a ``conv_nd_{G}g``-packed weight, for
     the plain reduction (dtypes the blocked kernel does not take); inlined where read."""
-    bn = int(w.shape[-1])
     cog = oc // groups
+    copies = conv_nd_copies(cog, int(w.shape[-1]))
+    bn = int(w.shape[-1]) // copies
     cogp = -(-cog // bn) * bn
 
     def read(o, ci, *taps):
         c = o // cog * cogp + o % cog
-        return w[(c // bn, ci) + taps + (c % bn,)]
+        return w[(c // bn, ci) + taps + (c % bn * copies,)]
     return te.compute((oc,) + tuple(w.shape[1:-1]), read, name="wunpack")

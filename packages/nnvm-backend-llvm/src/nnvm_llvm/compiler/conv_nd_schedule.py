@@ -11,6 +11,7 @@ element broadcast once per tile, as in TVM's ``conv2d_NCHWc`` and its 3-D varian
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from . import schedules as S
 
@@ -25,11 +26,18 @@ def _anchor_loops(sch):
 
 
 def _conv_nd_tile(sch, spatial, reduce, info):
-    """``(bn, reg_n, rc_bn)`` of the kernel: the conv2d heuristic on its last spatial axis."""
-    oc, ow, ic = S._extent(sch, spatial[1]), S._extent(sch, spatial[-1]), S._extent(sch, reduce[0])
-    bn = _wpack_block(sch)
-    _, reg_n, rc_bn = S._conv_tile(oc, ow, ic, dataclasses.replace(info, conv_block=bn))
-    return bn, reg_n, rc_bn
+    """``(bn, cols, reg_n, rc_bn)`` of the kernel: the conv2d heuristic on its last spatial
+    axis; ``spatial`` without the anchor's column axis (``_columns``), ``reg_n`` counted
+    in output columns, a multiple of the ``cols`` columns each vector holds."""
+    cols, named = _columns(sch, S._find(sch, "anchor_convnd"))
+    oc, ic = S._extent(sch, spatial[1]), S._extent(sch, reduce[0])
+    groups = S._extent(sch, spatial[-1])
+    bn = named or _wpack_block(sch)
+    _, reg_n, rc_bn = S._conv_tile(oc, groups * cols, ic,
+                                   dataclasses.replace(info, conv_block=bn))
+    vectors = max(d for d in range(1, groups + 1) if groups % d == 0 and d * cols <= reg_n) \
+        if reg_n >= cols else 1
+    return bn, cols, vectors * cols, rc_bn
 
 
 def _wpack_block(sch) -> int | None:
@@ -40,9 +48,22 @@ def _wpack_block(sch) -> int | None:
     if wpack is not None:
         return S._extent(sch, sch.get_loops(wpack)[-1])
     anchor = S._find(sch, "anchor_convnd")
-    rank = len(sch.get(anchor).writes[0].source.shape) + 1
+    rank = len(sch.get(anchor).writes[0].source.shape) + 1 - (_columns(sch, anchor)[0] > 1)
     packed = [r.source for r in sch.get(anchor).reads if len(r.source.shape) == rank]
     return int(packed[0].shape[-1]) if len(packed) == 1 else None
+
+
+def _columns(sch, anchor) -> tuple[int, int | None]:
+    """``(columns, channels)`` per vector of ``blocked_conv``'s anchor where it names them
+    (``anchor_convnd_{e}x{bn}``: a weight block of copies, ``column_block``), else
+    ``(1, None)`` (the channel block is the weight's)."""
+    found = re.fullmatch(r"anchor_convnd_(\d+)x(\d+)", sch.get(anchor).name_hint)
+    return (int(found[1]), int(found[2])) if found else (1, None)
+
+
+def _column_axis(sch, anchor, spatial) -> list:
+    """The anchor's last axis when it is the column within a vector (``_columns``)."""
+    return spatial[-1:] if _columns(sch, anchor)[0] > 1 else []
 
 
 def schedule_conv_nd(sch, func, info) -> bool:
@@ -50,13 +71,16 @@ def schedule_conv_nd(sch, func, info) -> bool:
     if anchor is None or _wpack_block(sch) is None:
         return False
     spatial, reduce = axes
+    lane_cols = _column_axis(sch, anchor, spatial)  # lanes (channel, column)
+    spatial = spatial[:len(spatial) - len(lane_cols)]
     b, c, *rows, j = spatial
     rc, *taps = reduce
-    bn, reg_n, rc_bn = _conv_nd_tile(sch, spatial, reduce, info)
-    work = S._extent(sch, b) * S._extent(sch, c)
+    bn, cols, reg_n, rc_bn = _conv_nd_tile(sch, spatial, reduce, info)
+    work = S._extent(sch, b) * S._extent(sch, c) * cols
     for lp in (*rows, j, *reduce):
         work *= S._extent(sch, lp)
     co, ci = sch.split(c, [None, bn])
+    reg_n //= cols  # vectors per tile row
     jo, ji = sch.split(j, [None, reg_n])
     rco, rci = sch.split(rc, [None, rc_bn])
     reg_h = info.knobs.get("reg_h") or _row_tile(sch, rows, reg_n)
@@ -68,21 +92,26 @@ def schedule_conv_nd(sch, func, info) -> bool:
     if reg_d > 1:
         do, di = sch.split(rows[-2], [None, reg_d])
         rows, tile_rows = [*rows[:-2], do, rows[-1]], [di, *tile_rows]
-    sch.reorder(b, *rows, co, rco, jo, rci, *taps, *tile_rows, ji, ci)
+    parallel = info.knobs.get("parallel", work >= S.PARALLEL_MIN_WORK)
+    batch = _batch_tile(sch, b, reg_n * reg_h * reg_d, parallel)
+    outer_b, tile_b = ([], [b]) if batch else ([b], [])
+    sch.reorder(*outer_b, *rows, co, rco, jo, rci, *taps, *tile_b, *tile_rows, ji, ci,
+                *lane_cols)
     wb = sch.cache_write(anchor, 0, "local")
     # channel lane innermost in the register tile, or its vector stores become scatters
     S._try(sch.transform_layout, anchor, ("write", 0),
-           lambda vb, vc, *vo: (vb, vc // bn) + tuple(vo) + (vc % bn,))
+           lambda vb, vc, *vo: (vb, vc // bn) + tuple(vo[:len(vo) - 1 + (cols == 1)]) + (
+               vc % bn,) + tuple(vo[len(vo) - 1 + (cols == 1):]))
     sch.reverse_compute_at(wb, co)
     S._epilogue_into(sch, func, wb)
     _unpad_at(sch, wb, co)
-    outer = sch.fuse(b, *rows, co)
-    if info.knobs.get("parallel", work >= S.PARALLEL_MIN_WORK):
+    outer = sch.fuse(*outer_b, *rows, co) if len(outer_b) + len(rows) else co
+    if parallel:
         S._try(sch.parallel, outer)  # before decompose_reduction: after it, TVM refuses
     if info.knobs.get("unroll", True):
-        for lp in (*tile_rows, ji):
+        for lp in (*tile_b, *tile_rows, ji):
             S._try(sch.unroll, lp)
-    S._try(sch.vectorize, ci)
+    S._try(sch.vectorize, sch.fuse(ci, *lane_cols) if lane_cols else ci)
     init = sch.decompose_reduction(anchor, rco)
     init_loops = sch.get_loops(init)
     if init_loops:
@@ -116,6 +145,16 @@ def _row_tile(sch, rows, reg_n: int, want: int = MIN_ACCUMULATORS) -> int:
                default=1)
 
 
+def _batch_tile(sch, b, accumulators: int, parallel: bool) -> bool:
+    """Whether the register tile takes the whole batch too. Why: a tiny conv's tile (3-D
+    test convs of 2x2x2 outputs, a column pair per vector) held 4 accumulators, so each
+    tap waited on the FMA latency; its 2 images share every weight vector loaded. Only a
+    kernel that runs on one thread (the batch is no longer a parallel axis)."""
+    n = S._extent(sch, b)
+    return not parallel and n > 1 and accumulators < MIN_ACCUMULATORS \
+        and n * accumulators <= 2 * MIN_ACCUMULATORS
+
+
 def _unpad_at(sch, wb, co) -> None:
     """Channels padded per group (6 real of each 8) leave the output a separate pass
     over a scratch copy, which ``_epilogue_into`` cannot fold into the tile's write-back:
@@ -131,15 +170,17 @@ def _unpad_at(sch, wb, co) -> None:
 
 def conv_nd_space(sch, info) -> dict:
     """The knobs of ``schedule_conv_nd`` (``nnvm tune``); the block is the packed one."""
-    _anchor, (spatial, reduce) = _anchor_loops(sch)
-    ow, ic = S._extent(sch, spatial[-1]), S._extent(sch, reduce[0])
-    _bn, reg_n, rc_bn = _conv_nd_tile(sch, spatial, reduce, info)
+    anchor, (spatial, reduce) = _anchor_loops(sch)
+    spatial = spatial[:len(spatial) - len(_column_axis(sch, anchor, spatial))]
+    _bn, cols, reg_n, rc_bn = _conv_nd_tile(sch, spatial, reduce, info)
+    ow, ic = S._extent(sch, spatial[-1]) * cols, S._extent(sch, reduce[0])
     rows = spatial[2:-1]
-    reg_h = _row_tile(sch, rows, reg_n)
+    reg_h = _row_tile(sch, rows, reg_n // cols)
     extra = {"reg_h": S._choices(reg_h, *S._divisors(S._extent(sch, rows[-1]), (1, 2, 3, 4)))} \
         if rows else {}
     return {**extra,
-            "reg_n": S._choices(reg_n, *S._divisors(ow, (4, 6, 7, 8, 12, 14, 16, 28)),
-                                *((8, 16) if ow >= 16 else ())),
+            "reg_n": S._choices(reg_n, *(n for n in (
+                *S._divisors(ow, (4, 6, 7, 8, 12, 14, 16, 28)), *((8, 16) if ow >= 16 else ()))
+                if n % cols == 0)),
             "rc_bn": S._choices(rc_bn, *S._divisors(ic, (4, 8, 16, 32, 64, ic))),
             "unroll": [True, False]}

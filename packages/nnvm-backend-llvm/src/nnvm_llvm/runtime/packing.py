@@ -25,6 +25,9 @@ Layouts:
         spatial axes) -> ``(G * ceil(OC / G / bn), IC / G, *K, bn)``: ``conv2d``'s layout
         with each group's output channels zero-padded to whole blocks, so a vector never
         straddles two groups (``conv_nd.blocked_conv``'s ``wpack_`` stage, done at load).
+        A block a whole multiple (2 or more) of the channels per group holds that many
+        copies of the group's channels (``conv_nd_copies``), so a vector of a few channels
+        times a few output columns is one contiguous weight load.
     The VNNI layouts store uint8 weights with the top bit flipped (``w - 128`` as int8 bits,
         the dtype kept), since ``vpdpbusd`` multiplies unsigned by signed bytes; the padding
         is 0 in that signed domain.
@@ -79,9 +82,19 @@ def _conv_nd_groups(layout: str) -> int | None:
     return None
 
 
+def conv_nd_copies(channels_per_group: int, block: int) -> int:
+    """Copies of a group's channels in one ``conv_nd_{G}g`` block of ``block`` lanes: the
+    multiple when the block is 2 or more whole groups, else 1 (channels, zero-padded)."""
+    cog = int(channels_per_group)
+    return block // cog if block > cog and block % cog == 0 else 1
+
+
 def pack_conv_nd(weight: np.ndarray, bn: int, groups: int) -> np.ndarray:
     oc = weight.shape[0]
-    per_group = _pad_rows(weight.reshape((groups, oc // groups) + weight.shape[1:]), 1, bn)
+    per_group = weight.reshape((groups, oc // groups) + weight.shape[1:])
+    copies = conv_nd_copies(oc // groups, bn)
+    per_group = np.repeat(per_group, copies, axis=1) if copies > 1 \
+        else _pad_rows(per_group, 1, bn)
     blocks = per_group.reshape((groups * per_group.shape[1] // bn, bn) + weight.shape[1:])
     return np.ascontiguousarray(np.moveaxis(blocks, 1, -1))
 
