@@ -1,12 +1,13 @@
-"""A strided grouped conv pads, inside each parallel task, only the rows and channels the
-task reads (``schedules._pad_per_task``), and stays correct at 1 and 2 threads on odd
-sizes against onnxruntime.
+"""A grouped conv pads, inside each parallel task, only the channels the task reads (its
+channel block's plane: ``schedules._pads_per_channel_block``, ``_pad_per_task``), and stays
+correct at 1 and 2 threads on odd sizes, strides 1 and 2, against onnxruntime.
 
 Why: its padding used to be a pass of its own, on one thread before the parallel body (too
-small to split), and a 440x14x14 group-55 stride-2 conv ran slower at 2 threads than at 1.
-The structural check pins down where the padding lies (speed is measured by
-``benchmarks/bench_roofline.py``, not asserted here); a stride-1 or an ungrouped conv,
-whose tasks would pad the image 3 times or once per channel block, keeps the separate pass.
+small to split), and a 440x14x14 group-55 stride-2 conv ran slower at 2 threads than at 1,
+a 440x7x7 group-55 stride-1 one no faster. The structural check pins down where the
+padding lies (speed is measured by ``benchmarks/bench_roofline.py``, not asserted here); an
+ungrouped conv, or a grouped one whose channel blocks straddle groups (each block would pad
+the channels of two groups), keeps the separate pass.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ CASES = {
     "g11_cpg8_odd_hw": ((1, 88, 15, 13), (88, 8, 3, 3), (2, 2), (1, 1, 1, 1), 11),
     "g55_cpg8_regnet": ((1, 440, 14, 14), (440, 8, 3, 3), (2, 2), (1, 1, 1, 1), 55),
     "g7_cpg16_batch2_asym": ((2, 112, 17, 11), (112, 16, 3, 3), (2, 2), (1, 0, 0, 1), 7),
+    "g55_cpg8_stride1_7x7": ((1, 440, 7, 7), (440, 8, 3, 3), (1, 1), (1, 1, 1, 1), 55),
+    "g13_cpg8_stride1_odd_hw": ((1, 104, 13, 9), (104, 8, 3, 3), (1, 1), (1, 1, 1, 1), 13),
+    "g12_cpg4_stride1_batch2_asym": ((2, 48, 11, 10), (48, 4, 3, 3), (1, 1), (0, 1, 1, 0), 12),
 }
 
 
@@ -53,7 +57,7 @@ def _pad_under_parallel(text: str) -> bool:
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_strided_grouped_conv_pads_inside_its_parallel_tasks(case):
+def test_grouped_conv_pads_inside_its_parallel_tasks(case):
     xs, ws, strides, pads, group = CASES[case]
     text = _scheduled_conv(_model(xs, ws, strides, pads, (1, 1), group, False), xs)
     assert re.search(r"T\.parallel\((\d+)\)", text), text
@@ -61,7 +65,7 @@ def test_strided_grouped_conv_pads_inside_its_parallel_tasks(case):
 
 
 @pytest.mark.parametrize("xs,ws,group", [
-    ((1, 440, 7, 7), (440, 8, 3, 3), 55),    # stride 1: each row's task pads 3 rows
+    ((1, 48, 20, 20), (48, 12, 3, 3), 4),    # 16-channel blocks straddle 12-channel groups
     ((1, 64, 14, 14), (64, 64, 3, 3), 1),    # ungrouped: every task reads every channel
 ])
 def test_other_convs_keep_the_separate_padding_pass(xs, ws, group):
@@ -72,7 +76,7 @@ def test_other_convs_keep_the_separate_padding_pass(xs, ws, group):
 
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_strided_grouped_conv_matches_onnxruntime(case, threads):
+def test_grouped_conv_matches_onnxruntime(case, threads):
     ort = pytest.importorskip("onnxruntime")
     xs, ws, strides, pads, group = CASES[case]
     model = _model(xs, ws, strides, pads, (1, 1), group, True)
