@@ -1,9 +1,11 @@
 """Lowering rules of softmax and log-softmax (the ``softmax`` template, ``rows_schedule``).
 
-Three forms: half-precision tensors round every step as the reference kernel does; float32
-rows over the last axis at least half a vector long are reduced in a vector part and a tail
-(a short row that whole half vectors divide in one part), softmax's exponentials computed
-once into a row buffer; every other case is ``topi``'s rule.
+Four forms: half-precision tensors round every step as the reference kernel does; float32
+rows over the last axis that divide a vector or span one to four vectors are one kernel of
+explicit vectors, several rows at a time (``softmax_packed``); other float32 rows over the
+last axis at least half a vector long are reduced in a vector part and a tail (a short row
+that whole half vectors divide in one part), softmax's exponentials computed once into a
+row buffer; every other case is ``topi``'s rule.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from tvm import te, topi
 from .fastmath import exp_nonpositive
 from .lowering import _nan_reduce, nan_max, register
 from .rows_schedule import SHORT_ROW_VECTORS
+from .softmax_packed import softmax_rows, takes_rows
 
 
 def _half_softmax(x, axis: int, log: bool, name: str):
@@ -127,8 +130,14 @@ def _softmax_rule(fn, log: bool):
         # (the row buffer cost more than the exponentials it saved: rows of 8, 0.44 -> 0.55
         # us); with whole-vector rows and halved partials it saves: 1x2x8x8 0.22 -> 0.14 us,
         # 10x20 0.29 -> 0.18 us
-        if attrs["axis"] % len(x.shape) == len(x.shape) - 1 and str(x.dtype) == "float32" \
-                and int(x.shape[-1]) >= ctx.vector_lanes // 2:
+        last = attrs["axis"] % len(x.shape) == len(x.shape) - 1 and str(x.dtype) == "float32"
+        # short rows (a divisor of the vector, or up to a few vectors): one kernel of
+        # explicit vectors, several rows at a time (softmax_packed); its input must be a
+        # buffer (an extern kernel), not a fused stage
+        if last and takes_rows(int(x.shape[-1]), ctx.vector_lanes) \
+                and isinstance(x.op, te.PlaceholderOp):
+            return softmax_rows(x, ctx.vector_lanes, log, ctx.name)
+        if last and int(x.shape[-1]) >= ctx.vector_lanes // 2:
             return _row_softmax(x, ctx.vector_lanes, log, ctx.name)
         return fn(x, attrs["axis"])
     return rule

@@ -1,0 +1,172 @@
+"""float32 softmax and log-softmax over short last-axis rows as one TIR kernel of explicit
+vectors, several rows in flight at once.
+
+Two layouts. *Packed*: rows of ``n`` dividing the vector (``n <= lanes / 2``), ``lanes / n``
+rows per vector; a butterfly step ``v = op(v, v[j ^ s])`` (``s = 1, 2, .. n/2``) stays
+inside a row's lanes and leaves every lane with its row's max (then sum). *Spanned*: rows of
+one to ``SPANNED_VECTORS`` vectors, each row read as whole vectors whose last one ends at
+the row's end (overlapping the one before it when no vector divides the row; its repeated
+lanes are zeroed before the sum, and written twice with the same value): no scalar tail.
+Either way the shift, the exponentials (:func:`~.fastmath.exp_nonpositive`) and the
+normalisation run on full vectors, the vectors of ``INTERLEAVED`` rows (or packed vectors)
+step by step together so that their dependent chains (max, exp, sum, division) overlap, and
+a NaN or inf reaches only its own row's lanes.
+
+Why: the row template (``rows_schedule``) computes one row at a time with vector partial
+results reduced in halves and a scalar tail; on short rows that is a latency-bound chain per
+row, and a row of 8 left half of every vector empty (1 thread, interleaved, Zen 4: Softmax
+1x2x8x8 0.104 -> 0.048 us, 10x20 0.137 -> 0.111, 1x2x8x32 0.223 -> 0.168, 1x2x32x32 0.87
+-> 0.65, 1x2x49x49 2.19 -> 1.86, 1x8x40x40 5.70 -> 4.53; rows of 2, topi's rule before,
+1x55x75x2 3.37 -> 1.99 us).
+"""
+
+from __future__ import annotations
+
+from tvm import te, tirx
+from tvm.tirx.script.builder import ir as T
+
+from .fastmath import exp_nonpositive
+from .int8_gemm import _prod, flat, tir_body
+from .schedules import PARALLEL_MIN_WORK
+
+#: longest row (in vectors) the spanned layout takes: its vectors stay in registers
+SPANNED_VECTORS = 4
+
+#: vectors (packed ones, or the vectors of spanned rows) computed together in one step of
+#: the row loop
+INTERLEAVED = 12
+
+
+def takes_rows(n: int, lanes: int) -> bool:
+    """Whether rows of ``n`` take this kernel: packed whole to a vector, or spanning one to
+    ``SPANNED_VECTORS`` vectors."""
+    return 2 <= n <= lanes // 2 and lanes % n == 0 or lanes <= n <= SPANNED_VECTORS * lanes
+
+
+def _butterfly(vs, op, n: int, width: int) -> list:
+    """Every lane of each vector of ``vs`` (``width`` lanes, segments of ``n``) combined by
+    ``op`` with the other lanes of its segment: ``log2(n)`` steps of a shuffle and one
+    operation, the vectors' steps interleaved."""
+    step = 1
+    while step < n:
+        vs = [T.bind(op(v, tirx.Shuffle([v], [j ^ step for j in range(width)]))) for v in vs]
+        step *= 2
+    return vs
+
+
+def _tree(vs, op):
+    """``op`` over the vectors ``vs`` as a balanced tree (half the dependent steps)."""
+    while len(vs) > 1:
+        vs = [op(vs[k], vs[k + 1]) if k + 1 < len(vs) else vs[k] for k in range(0, len(vs), 2)]
+    return vs[0]
+
+
+def _add(a, b):
+    return a + b
+
+
+class _Rows:
+    """The kernel's statements for rows of ``n`` in vectors of ``lanes`` (TVM IR builder)."""
+
+    def __init__(self, x, y, n: int, lanes: int, log: bool):
+        self.n, self.lanes, self.log = n, lanes, log
+        elems = _prod(x.shape)
+        self.rows = elems // n
+        self.x, self.y = flat(x, elems), flat(y, elems)
+        self.parallel = elems >= PARALLEL_MIN_WORK // 4
+
+    def _exp(self, groups, tops, width: int) -> list:
+        """``exp(x - max)`` of every vector (log-softmax's too: its sum), stored to the output first and read back: a
+        ``Let`` (the exponential's) bound as a statement had TVM fold its rounding ``(t +
+        magic) - magic`` away; in a store it is compiled as in a TE kernel. The output store
+        is overwritten by the normalisation (LLVM drops it), each read follows its own store."""
+        out = []
+        for (ats, vs), top in zip(groups, tops):
+            es = []
+            for at, v in zip(ats, vs):
+                T.buffer_store(self.y, exp_nonpositive(v - top, f"float32x{width}"), [at])
+                es.append(T.bind(self.y[at]))
+            out.append(es)
+        return out
+
+    def _finish(self, groups, tops, totals, width: int, seg: int, es) -> None:
+        """Store ``e / total`` (softmax) or ``x - max - log(total)`` (log-softmax)."""
+        for (ats, vs), top, total, row_es in zip(groups, tops, totals, es):
+            if self.log:
+                # one scalar log per row (a vector log is a libm call per lane)
+                logs = [tirx.Broadcast(tirx.log(tirx.Shuffle([total], [k])), seg)
+                        for k in range(0, width, seg)]
+                lg = T.bind(logs[0] if len(logs) == 1 else tirx.Shuffle(logs, list(range(width))))
+                for at, v in zip(ats, vs):
+                    T.buffer_store(self.y, v - top - lg, [at])
+            elif len(ats) == 1:
+                T.buffer_store(self.y, row_es[0] / total, [ats[0]])
+            else:
+                inv = T.bind(tirx.Broadcast(tirx.const(1.0, "float32"), width) / total)
+                for at, e in zip(ats, row_es):
+                    T.buffer_store(self.y, e * inv, [at])
+
+    def packed(self, bases, width: int) -> None:
+        """Softmax of the rows at the flat offsets ``bases``, ``width / n`` rows a vector."""
+        groups = [([tirx.Ramp(b, 1, width)], None) for b in bases]
+        groups = [(ats, [T.bind(self.x[ats[0]])]) for ats, _ in groups]
+        tops = _butterfly([vs[0] for _, vs in groups], tirx.max, self.n, width)
+        es = self._exp(groups, tops, width)
+        totals = _butterfly([e[0] for e in es], _add, self.n, width)
+        self._finish(groups, tops, totals, width, self.n, es)
+
+    def spanned(self, bases) -> None:
+        """Softmax of the rows starting at the flat offsets ``bases``, each read as vectors
+        at ``0, lanes, ..`` and a last one ending at the row's end."""
+        lanes, n = self.lanes, self.n
+        offs = list(range(0, n - lanes + 1, lanes))
+        if offs[-1] != n - lanes:
+            offs.append(n - lanes)
+        repeated = offs[-2] + lanes - offs[-1] if len(offs) > 1 else 0
+        groups = []
+        for b in bases:
+            ats = [tirx.Ramp(b + o, 1, lanes) for o in offs]
+            groups.append((ats, [T.bind(self.x[at]) for at in ats]))
+        tops = _butterfly([T.bind(_tree(vs, tirx.max)) for _, vs in groups], tirx.max,
+                          lanes, lanes)
+        es = self._exp(groups, tops, lanes)
+        parts = [list(e) for e in es]
+        if repeated:
+            keep = tirx.Ramp(0, 1, lanes) >= tirx.Broadcast(tirx.const(repeated, "int32"), lanes)
+            zero = tirx.Broadcast(tirx.const(0.0, "float32"), lanes)
+            for p in parts:
+                p[-1] = tirx.Select(keep, p[-1], zero)
+        totals = _butterfly([T.bind(_tree(p, _add)) for p in parts], _add, lanes, lanes)
+        self._finish(groups, tops, totals, lanes, lanes, es)
+
+    def body(self) -> None:
+        lanes, n = self.lanes, self.n
+        if n >= lanes:
+            units, size, width, rest = self.rows, n, None, 0
+        else:
+            units, rest = divmod(self.rows, lanes // n)
+            size, width = lanes, lanes
+        group = min(max(INTERLEAVED // -(-size // lanes), 1), max(units, 1))
+        steps, odd = divmod(units, group)
+
+        def run(bases):
+            if width is None:
+                self.spanned(bases)
+            else:
+                self.packed(bases, width)
+        loop = T.parallel if self.parallel and steps > 1 else T.serial
+        if steps:
+            with loop(0, steps) as c:
+                run([(c * group + k) * size for k in range(group)])
+        if odd:
+            run([(steps * group + k) * size for k in range(odd)])
+        if rest:  # packed rows past the whole vectors: one n-lane vector each
+            self.packed([units * lanes + r * n for r in range(rest)], n)
+
+
+def softmax_rows(x, lanes: int, log: bool, name: str):
+    """The float32 TE tensor of (log-)softmax over the last axis of ``x`` for rows that
+    :func:`takes_rows` accepts, as one extern kernel (see the module docstring)."""
+    n = int(x.shape[-1])
+    body = tir_body(name, lambda i, o: _Rows(i[0], o[0], n, lanes, log).body())
+    return te.extern(tuple(int(d) for d in x.shape), [x], body, name=name, dtype="float32")
