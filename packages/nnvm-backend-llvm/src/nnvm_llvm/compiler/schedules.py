@@ -418,6 +418,29 @@ def _writes_a_slice(sch) -> bool:
     return any(sch.get(b).name_hint.endswith("_unpad") for b in _blocks(sch))
 
 
+#: batches from which a batch matmul whose operands are zero-padded copies runs one task per
+#: batch, each padding its own operands (``_batch_pads``)
+PAD_BATCHES = 2
+
+
+def _batch_pads(sch, anchor, batch) -> list:
+    """The operand copies (``..._pad``: M and N zero-padded to whole tiles by the lowering)
+    of a batch matmul with at least ``PAD_BATCHES`` batches, else []: the template then
+    runs one task per batch, each copying its own batch's operands. Why: the copies were
+    passes of their own on one thread before the parallel body (too small to split), and
+    the other thread read its half from the first core's cache: in the idle roofline sweep
+    1x2x49x64 @ 1x2x64x49 took as long at 2 threads as at 1. One process, loaded 2-core
+    box, min us, row tasks -> batch tasks, 2 threads: 49x64 @ 64x49 9.3 -> 5.6, ViT's
+    197x64 @ 64x197 (2 heads) 119 -> 60, 12 heads 726 -> 368 (1 thread the same or up to 3%
+    faster). The cost: at most one task per batch, so a 2-head matmul uses two threads."""
+    count = 1
+    for lp in batch:
+        count *= _extent(sch, lp)
+    if count < PAD_BATCHES:
+        return []
+    return [p for p in sch.get_producers(anchor) if "_pad" in sch.get(p).name_hint]
+
+
 def schedule_batch_matmul(sch, func, info: ScheduleInfo) -> bool:
     """Attention's activation x activation matmuls: the dense register tile per batch,
     batches and row tiles in parallel (B's row ``k`` is contiguous along ``j``)."""
@@ -437,10 +460,15 @@ def schedule_batch_matmul(sch, func, info: ScheduleInfo) -> bool:
     wb = sch.cache_write(anchor, 0, "local")
     sch.reverse_compute_at(wb, jo)
     _epilogue_into(sch, func, wb)
-    outer = sch.fuse(*batch, io) if batch else io
-    if m * n * _extent(sch, k) * max(1, _extent(sch, outer) // max(1, m // mr)) \
-            >= PARALLEL_MIN_WORK and _extent(sch, outer) > 1:
+    work = m * n * _extent(sch, k)
+    for lp in batch:
+        work *= _extent(sch, lp)
+    pads = _batch_pads(sch, anchor, batch)
+    outer = sch.fuse(*batch) if pads else sch.fuse(*batch, io) if batch else io
+    if work >= PARALLEL_MIN_WORK and _extent(sch, outer) > 1:
         _try(sch.parallel, outer)  # before decompose_reduction: after it, TVM refuses
+    for pad in pads:
+        sch.compute_at(pad, outer)
     _try(sch.unroll, ii)
     _try(sch.vectorize, ji)
     init = sch.decompose_reduction(anchor, k)
