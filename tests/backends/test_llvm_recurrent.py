@@ -177,7 +177,8 @@ def test_recurrent_dot_tiles_match_onnxruntime(rng, op, seq, batch, n_in, hid, a
 #: stack allocations (``test_llvm_recurrent_registers``): dot tiles (the recurrent GEMV and a
 #: projection of few rows), column panels (a projection of many rows, split across
 #: threads), panels of the recurrent weights (a hidden size no vector divides), plain dot
-#: products (odd k); the roofline sweep's GRU and LSTM shapes among them
+#: products (odd k); the roofline sweep's GRU and LSTM shapes among them, which split each
+#: step's product across threads (``STEP_SPLIT_MIN_WORK``)
 REGISTER_PATHS = {
     "gru-64-steps-sweep": ("GRU", 64, 1, 128, 128, {"linear_before_reset": 1}),
     "lstm-8-steps-sweep": ("LSTM", 8, 1, 128, 128, {}),
@@ -185,6 +186,7 @@ REGISTER_PATHS = {
     "gru-reset-before-r-reverse": ("GRU", 11, 2, 48, 32, {"direction": "reverse"}),
     "gru-odd-hidden-panels": ("GRU", 9, 1, 24, 37, {"linear_before_reset": 1}),
     "lstm-odd-k-plain": ("LSTM", 3, 2, 21, 13, {"direction": "bidirectional"}),
+    "gru-reset-before-r-batch2-split-steps": ("GRU", 12, 2, 64, 128, {}),
 }
 
 

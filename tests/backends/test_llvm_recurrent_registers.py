@@ -1,5 +1,7 @@
-"""The recurrent kernel's register tiles are stack allocations, on every product path
-(``test_llvm_recurrent.REGISTER_PATHS``, also checked there against onnxruntime).
+"""The recurrent kernel's structure: its register tiles are stack allocations on every
+product path (``test_llvm_recurrent.REGISTER_PATHS``, also checked there against
+onnxruntime at 1 and 2 threads), and a one-direction layer of enough steps splits each
+step's recurrent product across threads while a single step does not.
 
 Why: TVM serves a ``local``-scope allocation, and any of 1 KB or more, from the runtime's
 workspace (a call per kernel call, or per parallel task), and LLVM cannot tell that block
@@ -39,3 +41,22 @@ def test_register_tiles_are_stack_allocations(case):
     assert allocs, "no allocation found: the TIR printer changed, update the parser"
     local = [a for a in allocs if a[0] != "alloc_buffer"]
     assert not local, f"local-scope tiles (served from the workspace): {local}"
+
+
+#: (op, seq, batch, n_in, hid, attrs) -> parallel loops in the kernel: the input projection's
+#: rows and each step's weight tiles, the step's only where the layer is long enough
+#: (``STEP_SPLIT_MIN_WORK``, ``PARALLEL_MIN_WORK``): a per-frame step meets sleeping workers
+SPLITS = [
+    (("GRU", 64, 1, 128, 128, {"linear_before_reset": 1}), 2),
+    (("LSTM", 8, 1, 128, 128, {}), 2),
+    (("GRU", 24, 1, 64, 128, {}), 3),  # reset before R: two products a step, one loop each
+    (("LSTM", 1, 1, 128, 128, {}), 0),
+    (("LSTM", 16, 1, 32, 32, {}), 0),  # 4 K multiply-adds a step: not worth a launch
+]
+
+
+@pytest.mark.parametrize("case,loops", SPLITS, ids=[f"{c[0]}-{c[1]}x{c[4]}" for c, _ in SPLITS])
+def test_long_one_direction_layer_splits_each_step(case, loops):
+    op, seq, batch, n_in, hid, attrs = case
+    model, feed = _sequence_model(np.random.default_rng(0), op, seq, batch, n_in, hid, **attrs)
+    assert _recurrent_kernel_text(model, feed).count("T.parallel(") == loops

@@ -121,6 +121,14 @@ DOTS_MAX_ROWS = 32
 #: per call (about the cost of a few steps) instead of read as rows by dot products
 PANEL_MIN_STEPS = 8
 
+#: recurrent multiply-adds of one step (gates x hidden x hidden) from which a layer whose
+#: directions do not run in parallel splits each step's product across threads, and of the
+#: whole layer (steps x batch x that) from which it pays: a launch per step costs well under
+#: a microsecond while the pool's workers spin between back-to-back launches, but a layer
+#: of one or a few steps would meet sleeping workers (a per-frame LSTM step ran 3x slower on
+#: 2 threads with 1 << 15 of work)
+STEP_SPLIT_MIN_WORK = 1 << 15
+
 
 def _ceil(n: int, m: int) -> int:
     return -(-n // m) * m
@@ -230,6 +238,12 @@ class _Kernel:
         # (64 steps of 128 units: 190 us at 1 and at 2 threads before)
         self.parallel_rows = threads_ok and not self.parallel_dirs and \
             self.seq * self.batch * self.cols * self.n_in >= PARALLEL_MIN_WORK
+        # ... and each step's recurrent product too (``recurrent``): the steps are serial,
+        # but a step's weight tiles are independent (a 64-step 128-unit GRU spends about 2
+        # of its 3 us per step there, at 1 and at 2 threads before)
+        step = self.g * self.hid * self.hid
+        self.split_steps = threads_ok and not self.parallel_dirs and \
+            step >= STEP_SPLIT_MIN_WORK and self.seq * self.batch * step >= PARALLEL_MIN_WORK
 
     # -- helpers ------------------------------------------------------------------------
     def c(self, v):
@@ -262,8 +276,9 @@ class _Kernel:
         return te.min(te.max(x, self.c(-self.clip)), self.c(self.clip))
 
     def row_tiles(self, n: int, parallel: bool):
-        """The loop over ``n`` row tiles: split across threads when ``parallel`` and there
-        are at least two (a GEMM's row tiles write disjoint rows)."""
+        """The loop over ``n`` tiles (a GEMM's row tiles, or a step's weight tiles): split
+        across threads when ``parallel`` and there are at least two (tiles write disjoint
+        outputs)."""
         return T.parallel(0, n) if parallel and n >= 2 else T.serial(0, n)
 
     def vec_loop(self, n, fn):
@@ -346,7 +361,7 @@ class _Kernel:
         return k_n % self.lanes == 0 and self.hid % self.lanes == 0
 
     def gemm_dots(self, dst, rows, row_of, src, mat, d, n0, n1, k_n, bias, flip=None,
-                  parallel=False):
+                  parallel=False, split_tiles=False):
         """``dst[row_of(r), col(n)] = bias[col(n)] + sum_k src(r, k) mat[d, n, k]`` on the
         weights as the model stores them, in tiles of ``mr`` input rows x ``lanes / mr``
         weight rows: one vector of partial sums per pair over ``k`` (each weight vector
@@ -357,13 +372,17 @@ class _Kernel:
 
         ``flip`` (a condition) runs the weight tiles last to first: a recurrence flips
         every other step, so a step starts on the tiles the one before ended on, still in
-        L2, instead of on the ones longest evicted (see ``recurrent``)."""
+        L2, instead of on the ones longest evicted (see ``recurrent``). ``split_tiles``
+        splits the weight tiles across threads (one state row: no row tiles to split); the
+        flip stays over the whole range, so one thread keeps the 1-thread order (its
+        2.5% from the last tiles still in L1 on a 64-step GRU) and at two threads each
+        half is read by either core from L2 (a matrix that fits L2 fits both)."""
         lanes = self.lanes
         mr = _tile(rows, (4, 2, 1))  # input rows per tile: each weight load serves mr
         nr = lanes // mr  # weight rows per tile: mr x nr vectors of partial sums
         full = tirx.Ramp(0, 1, lanes)
         with self.row_tiles(rows // mr, parallel) as ro:
-            with T.serial(0, (n1 - n0) // nr) as no:
+            with self.row_tiles((n1 - n0) // nr, split_tiles) as no:
                 if flip is not None:
                     no = tirx.Select(flip, (n1 - n0) // nr - 1 - no, no)
                 n = n0 + no * nr
@@ -461,7 +480,7 @@ class _Kernel:
         of 8 rows and the input projection's loops swapped (both within noise)."""
         if self.dots_fit(self.hid):
             self.gemm_dots(dst, 1, lambda row: b, lambda row, k: src(k), self.buf["R"], d,
-                           n0, n1, self.hid, bias, flip)
+                           n0, n1, self.hid, bias, flip, split_tiles=self.split_steps)
         elif panels is not None:
             hp = self.hp
             self.gemm_panels(dst, 1, lambda row: b, lambda row, k: src(k), self.hid, panels,
