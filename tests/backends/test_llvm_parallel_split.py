@@ -79,6 +79,8 @@ def test_conv_kernels_have_a_parallel_loop_per_thread(ic, oc, h, w, k, pad):
 @pytest.mark.parametrize("a_shape,b_shape", [
     ((1, 2, 197, 64), (1, 2, 64, 197)),   # ViT's QK^T: 197 rows no tile divides
     ((1, 2, 49, 64), (1, 2, 64, 49)),
+    ((1, 8, 40, 15), (1, 8, 15, 40)),     # attention's 15-wide heads: 192 K multiply-adds
+    ((1, 8, 40, 40), (1, 8, 40, 15)),
 ])
 def test_batch_matmul_has_a_parallel_loop_per_thread(a_shape, b_shape):
     # one task per batch: these operands are zero-padded copies each task makes of its own
@@ -87,6 +89,12 @@ def test_batch_matmul_has_a_parallel_loop_per_thread(a_shape, b_shape):
     y = sym.matmul(sym.Variable("a"), sym.Variable("b"))
     extents = _parallel_extents(y, {"a": a_shape, "b": b_shape}, {}, "matmul")
     assert max(extents, default=0) >= THREADS, extents
+
+
+def test_small_batch_matmul_stays_on_one_thread():
+    # 131 K multiply-adds (2 x 32x32 @ 32x64): split, it ran slower at 1 and 2 threads
+    y = sym.matmul(sym.Variable("a"), sym.Variable("b"))
+    assert _parallel_extents(y, {"a": (1, 2, 32, 32), "b": (1, 2, 32, 64)}, {}, "matmul") == []
 
 
 @pytest.mark.parametrize("units", [64, 128])
@@ -119,6 +127,8 @@ def test_split_conv_matches_numpy_on_odd_sizes(ic, oc, h, w, k, pad, threads, rn
     ((1, 2, 49, 64), (1, 2, 64, 49)),
     ((2, 3, 37, 64), (2, 3, 64, 45)),     # two batch axes
     ((1, 3, 101, 40), (1, 3, 40, 67)),    # odd M, N and K
+    ((1, 8, 40, 15), (1, 8, 15, 40)),     # split from 160 K multiply-adds
+    ((1, 8, 40, 40), (1, 8, 40, 15)),
 ])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_split_batch_matmul_matches_numpy_on_odd_sizes(a_shape, b_shape, threads, rng):

@@ -418,6 +418,13 @@ def _writes_a_slice(sch) -> bool:
     return any(sch.get(b).name_hint.endswith("_unpad") for b in _blocks(sch))
 
 
+#: multiply-adds from which a batch matmul is split across threads: below
+#: ``PARALLEL_MIN_WORK``, as its tasks are whole register tiles with no per-element index
+#: arithmetic. Attention's 8 heads of 40x15 @ 15x40 (192 K) ran 5.3 -> 4.2 us at 2 threads
+#: split (loaded 2-core box, one process, min of 3 blocks; 1 thread 5.3 -> 5.5), while
+#: 2 x 32x32 @ 32x64 (131 K) ran slower split at 1 and 2 threads (2.45 -> 2.77 us)
+MATMUL_MIN_WORK = 160_000
+
 #: batches from which a batch matmul whose operands are zero-padded copies runs one task per
 #: batch, each padding its own operands (``_batch_pads``)
 PAD_BATCHES = 2
@@ -465,7 +472,7 @@ def schedule_batch_matmul(sch, func, info: ScheduleInfo) -> bool:
         work *= _extent(sch, lp)
     pads = _batch_pads(sch, anchor, batch)
     outer = sch.fuse(*batch) if pads else sch.fuse(*batch, io) if batch else io
-    if work >= PARALLEL_MIN_WORK and _extent(sch, outer) > 1:
+    if work >= MATMUL_MIN_WORK and _extent(sch, outer) > 1:
         _try(sch.parallel, outer)  # before decompose_reduction: after it, TVM refuses
     for pad in pads:
         sch.compute_at(pad, outer)
