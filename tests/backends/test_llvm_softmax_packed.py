@@ -1,6 +1,6 @@
 """Softmax and log-softmax over short rows in the kernel of explicit vectors
 (``nnvm_llvm.compiler.softmax_packed``): rows packed several to a vector (rows dividing the
-vector) and rows spanning one to four vectors (the last vector overlapping the one before
+vector) and rows spanning one to 16 vectors (the last vector overlapping the one before
 it), several rows in flight at once.
 
 Why: a butterfly step that crossed a row's lanes, an overlapping lane counted twice in the
@@ -60,9 +60,12 @@ def _edges(x: np.ndarray) -> np.ndarray:
 
 def _widths(lanes: int) -> list[int]:
     """Every packed width and the spanned ones at and around whole vectors."""
+    from nnvm_llvm.compiler.softmax_packed import SPANNED_VECTORS
+
+    top = SPANNED_VECTORS * lanes
     packed = [n for n in range(2, lanes // 2 + 1) if lanes % n == 0]
     spanned = {lanes, lanes + 1, lanes + lanes // 4, 2 * lanes - 1, 2 * lanes, 2 * lanes + 1,
-               3 * lanes - 1, 3 * lanes + 1, 4 * lanes - 1, 4 * lanes}
+               3 * lanes - 1, 3 * lanes + 1, 4 * lanes, 6 * lanes - 5, top - 1, top}
     return packed + sorted(spanned)
 
 
@@ -80,7 +83,7 @@ def test_kernel_matches_numpy(rng, lanes, n, log):
                                rtol=2e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("lanes, n", [(16, 8), (16, 2), (8, 4), (16, 20), (8, 13), (16, 64)])
+@pytest.mark.parametrize("lanes, n", [(16, 8), (16, 2), (8, 4), (16, 20), (8, 13), (16, 197)])
 @pytest.mark.parametrize("bad", [np.nan, np.inf])
 def test_nan_or_inf_stays_in_its_row(rng, lanes, n, bad):
     """A NaN or +inf gives NaN in its own row only: not in the rows sharing its vector
@@ -97,7 +100,7 @@ def test_nan_or_inf_stays_in_its_row(rng, lanes, n, bad):
 @pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
 @pytest.mark.parametrize("shape", [(1, 2, 8, 8), (10, 20), (1, 55, 75, 2), (3, 7, 4),
                                    (1, 2, 49, 49), (2, 3, 32), (5, 40), (3, 5, 17),
-                                   (2, 64), (2, 65)])
+                                   (2, 128), (1, 37, 91), (1, 2, 13, 197), (2, 257)])
 def test_end_to_end_matches_onnxruntime(rng, op, shape):
     x = _edges((rng.standard_normal(shape) * 4).astype("float32"))
     got, want = _both(op, list(shape), -1, x)
@@ -107,12 +110,12 @@ def test_end_to_end_matches_onnxruntime(rng, op, shape):
 
 
 @pytest.mark.parametrize("lanes, n, taken", [(16, 1, False), (16, 2, True), (16, 8, True),
-                                             (16, 12, False), (16, 16, True), (16, 64, True),
-                                             (16, 65, False), (8, 8, True), (8, 6, False),
-                                             (8, 4, True), (8, 33, False)])
+                                             (16, 12, False), (16, 16, True), (16, 91, True),
+                                             (16, 256, True), (16, 257, False), (8, 8, True),
+                                             (8, 6, False), (8, 4, True), (8, 129, False)])
 def test_which_rows_take_the_kernel(lanes, n, taken):
-    """Rows packed whole to a vector, or spanning one to four vectors; the others keep the
-    row template (rows of 1, of 12 at 16 lanes, longer rows)."""
-    from nnvm_llvm.compiler.softmax_packed import takes_rows
+    """Rows packed whole to a vector, or spanning one to ``SPANNED_VECTORS`` (16) vectors;
+    the others keep the row template (rows of 1, of 12 at 16 lanes, Whisper's 1500)."""
+    from nnvm_llvm.compiler.softmax_packed import SPANNED_VECTORS, takes_rows
 
-    assert takes_rows(n, lanes) == taken
+    assert SPANNED_VECTORS == 16 and takes_rows(n, lanes) == taken

@@ -1,7 +1,9 @@
 """Softmax and log-softmax rows whose tail (past the whole vectors) is over half a vector,
 reduced in three parts (whole vectors, a half vector, the rest), on llvm against
-onnxruntime: every row length 1..24 and a few longer ones (28, 44, 91), with rows masked by
--inf (attention masks) in each part, the whole tail included.
+onnxruntime: every row length 1..24 and a few longer ones (28, 44, 91, 268), with rows
+masked by -inf (attention masks) in each part, the whole tail included. Rows up to 16
+vectors and rows dividing a vector take ``softmax_packed``'s kernel instead (its own
+tests: test_llvm_softmax_packed.py); those lengths stay here as end-to-end cases.
 
 Why: the row maximum and the sum are combined over the parts; a part boundary that is off,
 or a part that is all -inf, shows up as a wrong number (or a NaN) against the oracle."""
@@ -21,7 +23,7 @@ from test_llvm_rows_softmax import _both  # noqa: E402  (one-node model, nnvm an
 
 
 @pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
-@pytest.mark.parametrize("width", [*range(1, 25), 28, 44, 91])
+@pytest.mark.parametrize("width", [*range(1, 25), 28, 44, 91, 268])
 def test_row_parts_match_onnxruntime(rng, op, width):
     x = (rng.standard_normal((6, 5, width)) * 4).astype("float32")
     x[0, 0, : width // 2] = -np.inf  # the first part masked
@@ -32,8 +34,8 @@ def test_row_parts_match_onnxruntime(rng, op, width):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("lanes, width, parts", [(16, 76, 3), (16, 91, 3), (16, 12, 2),
-                                                 (16, 80, 1), (8, 40, 1), (8, 46, 3)])
+@pytest.mark.parametrize("lanes, width, parts", [(16, 268, 3), (16, 1500, 3), (16, 12, 2),
+                                                 (16, 272, 1), (8, 136, 1), (8, 134, 3)])
 def test_tail_over_half_a_vector_is_split(lanes, width, parts):
     """The row maximum is reduced in one part per piece: whole vectors, then a tail over
     half a vector as a half vector and the rest (the target's lanes, never a fixed 16)."""

@@ -1,7 +1,7 @@
 """Lowering rules of softmax and log-softmax (the ``softmax`` template, ``rows_schedule``).
 
 Four forms: half-precision tensors round every step as the reference kernel does; float32
-rows over the last axis that divide a vector or span one to four vectors are one kernel of
+rows over the last axis that divide a vector or span one to 16 vectors are one kernel of
 explicit vectors, several rows at a time (``softmax_packed``); other float32 rows over the
 last axis at least half a vector long are reduced in a vector part and a tail (a short row
 that whole half vectors divide in one part), softmax's exponentials computed once into a
