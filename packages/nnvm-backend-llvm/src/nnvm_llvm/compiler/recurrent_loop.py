@@ -20,14 +20,24 @@ into column panels every call (the earlier form for 8 steps and more) read and w
 once more per call, which on a 128-unit LSTM over 8 steps outgrew L2 and cost more than
 the steps (81 -> 33 us, onnxruntime 39 us); on a 512-unit bidirectional LSTM over 20 steps
 9.8 -> 3.7 ms at 1 thread (onnxruntime 3.2 ms; all on a loaded 2-core box). That layer
-streams its 4 MB recurrent matrix per step and direction from L3, but cutting that traffic
-(reversed tile order, below) gained nothing measurable, so that is not the whole limit.
+streams its 4 MB recurrent matrix per step and direction from L3: 168 MB a call at 1
+thread, where the roofline counts the 17 MB of compulsory traffic. With the matrix folded
+into L1 (a timing probe, wrong results) its time loop ran 40% faster, and the idle sweep's
+3.46 ms is about 63 GB/s of that stream, more than the sweep's own cache-bandwidth probe
+reaches at 17 MB (26-45 GB/s): it is bound by L3, and onnxruntime is no faster. Tried and
+dropped (one process A/B, loaded box): reading each weight row whole, in memory order (one
+sequential stream a step, but a load of ``h`` per FMA: 4-9% slower); cutting the traffic by
+reversed tile order (below: 0-3%); column panels with every column's accumulator in
+registers for the 128-unit matrices that fit L2 (7% and 35% slower than the dot tiles).
 Only the input projection of many rows (``DOTS_MAX_ROWS``) still takes panels, as the dots
 re-read the weights per row; sizes the dot tiles do not fit take panels (long sequences)
 or dot products reduced by halving.
 
 Both directions of a bidirectional layer run in parallel when the thread pool has two
-workers and the work is large enough. Every ONNX attribute the reference kernel
+workers and the work is large enough; a one-direction layer splits its input projection's
+rows and, when long enough (``STEP_SPLIT_MIN_WORK``), each step's recurrent product across
+threads (a parallel launch per step: the pool's workers spin between back-to-back launches,
+and a worker that is descheduled only leaves its tasks to the caller). Every ONNX attribute the reference kernel
 (``nnvm.ops.sequence``) knows is kept: per-direction activations with alpha/beta, ``clip``,
 ``layout`` 1, ``sequence_lens`` (a step past a batch entry's length keeps its state and
 outputs 0), LSTM ``input_forget`` and peepholes, GRU ``linear_before_reset``. float16
