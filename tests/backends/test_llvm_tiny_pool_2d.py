@@ -1,11 +1,14 @@
-"""Tiny strided 2-D pools on llvm against onnxruntime: the shapes whose plane loop
-``pool_rows`` unrolls (``TINY_POOL_OUTPUTS``) and padded pools whose output row is one
-vector, with padding, ceil mode, count_include_pad and -inf inputs, and a larger pool that
-keeps the plain plane loop.
+"""Strided 2-D pools of the row kernel (``pool_rows``) on llvm against onnxruntime: tiny
+pools, whose plane loop it unrolls (``TINY_POOL_OUTPUTS``), padded pools whose output row is
+one vector, and pools whose padded plane fits in L1 (``PLANE_PAD_MAX_BYTES``: padded whole
+once per task, not the rows each output row reads), with padding, ceil mode,
+count_include_pad, odd pads and -inf inputs, and larger pools that keep the plain loops.
 
-Why: unrolled, every plane's window is its own straight-line code; a plane, row or column
-that is off (the ceil-mode edge window, a padded tap counted or not) shows up as a wrong
-value against the oracle."""
+Why: unrolled, every plane's window is its own straight-line code; padded whole, the window
+reads a plane padded before its row loop; a plane, row or column that is off (the ceil-mode
+edge window, a one-sided pad, a padded tap counted or not, the next channel's plane) shows up
+as a wrong value against the oracle. Planes past L1 and tiny pools measured slower padded
+whole, so they must keep the per-row padding."""
 
 from __future__ import annotations
 
@@ -52,6 +55,21 @@ CASES = {
     "avg_column_include_pad": ("AveragePool", (1, 4, 9, 1), dict(
         kernel_shape=[3, 1], strides=[2, 1], pads=[1, 0, 0, 0], count_include_pad=1)),
     "max_column_k2s2": ("MaxPool", (2, 3, 6, 1), dict(kernel_shape=[2, 1], strides=[2, 1])),
+    # padded planes of at most PLANE_PAD_MAX_BYTES, padded whole
+    "avg_plane_pad1_40": ("AveragePool", (1, 8, 40, 40), dict(
+        kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
+    "max_plane_ceil_56": ("MaxPool", (1, 4, 56, 56), dict(
+        kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)),
+    "avg_plane_ceil_odd": ("AveragePool", (2, 3, 44, 38), dict(
+        kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)),
+    "avg_plane_include_pad_odd": ("AveragePool", (2, 3, 43, 37), dict(
+        kernel_shape=[3, 3], strides=[2, 2], pads=[1, 0, 0, 1], count_include_pad=1)),
+    "avg_plane_odd_pads": ("AveragePool", (1, 6, 33, 47), dict(
+        kernel_shape=[2, 3], strides=[2, 2], pads=[0, 1, 1, 0])),
+    "max_plane_pad2_k5s3": ("MaxPool", (1, 5, 50, 50), dict(
+        kernel_shape=[5, 5], strides=[3, 3], pads=[2, 2, 2, 2])),
+    "max_past_l1_80": ("MaxPool", (1, 2, 80, 80), dict(
+        kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
     # unit stride: the flat window kernel (``flat_window``)
     "max_flat_k3_pad1": ("MaxPool", (1, 3, 8, 8), dict(kernel_shape=[3, 3],
                                                        pads=[1, 1, 1, 1])),
@@ -69,14 +87,17 @@ def _model(op, shape, attrs):
     return shape_inference.infer_shapes(model, strict_mode=True)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_tiny_pool_matches_onnxruntime(rng, case):
+def test_tiny_pool_matches_onnxruntime(rng, case, threads):
     op, shape, attrs = CASES[case]
     x = rng.standard_normal(shape).astype("float32")
     if op == "MaxPool":
         x.reshape(-1)[::5] = -np.inf
     model = _model(op, list(shape), attrs)
-    got = np.asarray(build_onnx(model, {"x": x}, opt_level=3).run(x=x)[0])
+    lib = build_onnx(model, {"x": x}, opt_level=3)
+    lib.set_num_threads(threads)
+    got = np.asarray(lib.run(x=x)[0])
     want = ort_outputs(model, {"x": x})[0]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
@@ -111,7 +132,26 @@ def test_pool_accumulator_is_no_local_buffer(case):
     assert "anchor_pool_global" in text and 'scope="local"' not in text, text
 
 
-def _scheduled(case, lanes):
+@pytest.mark.parametrize("case, whole", [
+    ("avg_plane_pad1_40", True), ("max_plane_ceil_56", True), ("avg_plane_ceil_odd", True),
+    ("avg_plane_include_pad_odd", True), ("avg_plane_odd_pads", True),
+    ("max_plane_pad2_k5s3", True), ("max_past_l1_80", False),
+    ("max_padded_rows_of_7", False)])
+def test_padding_is_per_plane_only_where_it_fits(case, whole):
+    """The pad block sits under the plane loop (outside the output-row loop) for planes up
+    to ``PLANE_PAD_MAX_BYTES`` of pools that are not tiny, under the output-row loop for
+    larger planes and tiny pools."""
+    from tvm import s_tir
+
+    sch = s_tir.Schedule(_scheduled(case, 16, text=False))
+    pad = next(b for b in sch.get_child_blocks(sch.get_sblock("root"))
+               if sch.get(b).name_hint.startswith("pad_"))
+    row = sch.get_loops(sch.get_sblock("anchor_pool_update"))[1]
+    under_row = any(sch.get(lp).same_as(sch.get(row)) for lp in sch.get_loops(pad))
+    assert under_row != whole, sch.mod.script()
+
+
+def _scheduled(case, lanes, text=True):
     from nnvm_llvm.compiler.codegen import kernel_lowerings
     from nnvm_llvm.compiler.schedules import schedule
 
@@ -120,6 +160,6 @@ def _scheduled(case, lanes):
     graph, params = nnvm.compiler.optimize(g, shape={"x": shape}, params=params)
     (gl,) = [gl for gl in kernel_lowerings(graph, params, lanes) if gl.kind == "pool"]
     info = gl.schedule_info(lanes)
-    text = schedule(gl.primfunc(lanes), info).script()
-    assert info.applied, text
-    return text
+    func = schedule(gl.primfunc(lanes), info)
+    assert info.applied, func.script()
+    return func.script() if text else func

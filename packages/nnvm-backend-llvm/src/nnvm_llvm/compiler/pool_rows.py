@@ -12,7 +12,8 @@ stride 2 over 128 x 56 x 56 101 -> 29 us. Two costs went:
   them from L1. Measured against the alternatives: the whole padded plane per task, the
   padding split from the copy, ran 1.2-1.3x slower (114 x 114 floats fall out of L1; the
   fill and the copy both write the plane); the padding inlined as bounds tests in the
-  window 1.4-1.6x slower;
+  window 1.4-1.6x slower. A plane that fits in L1 (``PLANE_PAD_MAX_BYTES``) is padded
+  whole, once per task: each input row copied once, not once per output row reading it;
 * TVM vectors along the output row made every stride-2 tap a gather built from scalar loads
   (``vinsertps`` per lane); as a plain loop over the output columns with the taps unrolled
   in its body, LLVM sees the taps of one input row as one interleaved group, loads it in
@@ -21,6 +22,8 @@ stride 2 over 128 x 56 x 56 101 -> 29 us. Two costs went:
 """
 
 from __future__ import annotations
+
+import tvm
 
 
 #: pools of at most this many output elements have their plane loop unrolled (below)
@@ -34,6 +37,15 @@ TINY_POOL_OUTPUTS = 1024
 #: MaxPool 1x5x7x7 k3 s2 ceil 0.102 -> 0.095 us; through ``flat_window`` MaxPool 1x3x8x8 k3
 #: pad 1 0.148 -> 0.137 us (a depthwise 3 x 3 over 8 x 8 x 8 ran 6% slower: it keeps "local")
 POOL_ACCUMULATOR_SCOPE = "global"
+
+#: a padded plane of at most this many bytes is made whole, once per plane, and stays in L1
+#: (32 KB on Zen 4); larger planes have the rows each output row reads padded just before
+#: it. 1 thread, one process, plane against rows: max 3 x 3 stride 2 over 40 x 40 (pad 1,
+#: 7 KB planes; average) 64 -> 39 us, 56 x 56 (ceil, 13 KB) 126 -> 112 us, 64 x 64 (ceil,
+#: 17 KB) 116 -> 97 us, 72 x 72 (ceil, 21 KB) 74 -> 64 us; 80 x 80 (pad 1, 27 KB) 70 -> 93 us
+#: and 112 x 112 (52 KB) 157 -> 179 us the other way. Not for tiny pools (their planes
+#: unrolled): AveragePool 2x3x9x9 k3 s2 pad 1 0.16 -> 0.27 us, MaxPool 1x16x14x14 0.72 -> 1.0
+PLANE_PAD_MAX_BYTES = 24 << 10
 
 
 def schedule_pool_rows(sch, anchor, pad, info, extent, parallel_min_work: int,
@@ -71,9 +83,19 @@ def schedule_pool_rows(sch, anchor, pad, info, extent, parallel_min_work: int,
     if whole:
         for blk in (init, wb):
             sch.vectorize(sch.get_loops(blk)[-1])
-    if pad is not None:  # the rows one output row reads, padded, each time (in L1)
-        sch.compute_at(pad, i)
+    if pad is not None:  # the padded plane, or the rows one output row reads, in L1
+        whole_plane = work > TINY_POOL_OUTPUTS and _plane_bytes(sch, pad) <= PLANE_PAD_MAX_BYTES
+        sch.compute_at(pad, bc if whole_plane else i)
     return True
+
+
+def _plane_bytes(sch, pad) -> int:
+    """Bytes of one padded plane: the pad block's buffer without its batch and channel."""
+    buf = sch.get(pad).writes[0].source
+    n = (tvm.DataType(str(buf.dtype)).bits + 7) // 8
+    for d in buf.shape[2:]:
+        n *= int(d)
+    return n
 
 
 def pool_rows_space(sch, anchor, info, extent, parallel_min_work: int) -> dict:
