@@ -97,7 +97,7 @@ def schedule_conv_nd(sch, func, info) -> bool:
     outer_b, tile_b = ([], [b]) if batch else ([b], [])
     sch.reorder(*outer_b, *rows, co, rco, jo, rci, *taps, *tile_b, *tile_rows, ji, ci,
                 *lane_cols)
-    wb = sch.cache_write(anchor, 0, "local")
+    wb = sch.cache_write(anchor, 0, ACCUMULATOR_SCOPE if not parallel else "local")
     # channel lane innermost in the register tile, or its vector stores become scatters
     S._try(sch.transform_layout, anchor, ("write", 0),
            lambda vb, vc, *vo: (vb, vc // bn) + tuple(vo[:len(vo) - 1 + (cols == 1)]) + (
@@ -122,6 +122,12 @@ def schedule_conv_nd(sch, func, info) -> bool:
             S._parallel_rows(sch, blk)
     return True
 
+
+#: storage scope of a one-thread kernel's accumulators (``cache_write``): TVM lowers a
+#: "local" buffer to a ``TVMBackendAllocWorkspace``/``FreeWorkspace`` pair on every call
+#: (``pool_rows.POOL_ACCUMULATOR_SCOPE``), a small "global" one to a stack array. A
+#: parallel kernel keeps "local" (each thread its own).
+ACCUMULATOR_SCOPE = "global"
 
 #: independent accumulators a register tile wants at least: an FMA's latency (4 cycles) times
 #: the one 512-bit FMA issued per cycle, with room to spare
