@@ -1,6 +1,7 @@
 """A batch matmul whose operands the lowering zero-pads to whole register tiles (M and N no
 tile divides: ViT's 197 tokens, a 7x7 window's 49) runs one parallel task per batch, each
-task padding its own batch's operands (``schedules._batch_pads``); the kernels of these
+task padding its own batch's operands (``schedules._batch_pads``) and, for mid-sized
+outputs, slicing its own output (``schedules.SLICE_COPY``); the kernels of these
 shapes are checked against numpy at 1 and 2 threads in ``test_llvm_parallel_split.py``.
 
 Why: the padded copies were passes of their own, on one thread before the parallel body,
@@ -58,3 +59,15 @@ def test_unpadded_batch_matmul_keeps_row_tasks():
     text = _scheduled((1, 2, 64, 64), (1, 2, 64, 64))
     assert "T_transpose_lane_pad" not in text
     assert "T.parallel(2)" not in text and "T.parallel(" in text, text
+
+
+@pytest.mark.parametrize("a_shape,b_shape,copied", [
+    ((1, 2, 197, 64), (1, 2, 64, 197), True),    # ViT's scores: 200 x 208 padded per batch
+    ((1, 2, 49, 64), (1, 2, 64, 49), False),     # small: the slice stays in the write-back
+    ((1, 2, 1500, 64), (1, 2, 64, 1500), False),  # past L2: no second pass over memory
+])
+def test_output_slice_is_copied_per_batch_task_in_its_size_window(a_shape, b_shape, copied):
+    text = _scheduled(a_shape, b_shape)
+    par = text.index("T.parallel(")
+    assert ('T.sblock("matmul_0_unpad")' in text[par:]) == copied, text
+    assert 'T.sblock("matmul_0_unpad")' not in text[:par], text

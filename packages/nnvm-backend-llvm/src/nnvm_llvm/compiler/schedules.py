@@ -429,6 +429,15 @@ MATMUL_MIN_WORK = 160_000
 #: batch, each padding its own operands (``_batch_pads``)
 PAD_BATCHES = 2
 
+#: padded output elements per batch between which the slice of a padded batch matmul's
+#: output is a copy of its own in each batch's task, not predicated stores in the
+#: write-back: with a row and a column bound TVM scalarises those stores for the whole
+#: tile, which ViT's 197x197 scores paid (1 thread 118 -> 108 us for 2 heads, 720 -> 656
+#: us for 12; loaded 2-core box, one process). Below, the copy costs more than it saves
+#: (49x49 9.1 -> 9.4 us, 8 heads of 40x40 5.4 -> 5.8 us); above (an output past L2:
+#: Whisper's 1500x1500, 5.9 -> 6.4 ms), the copy reads it back from memory
+SLICE_COPY = (16384, 1 << 18)
+
 
 def _batch_pads(sch, anchor, batch) -> list:
     """The operand copies (``..._pad``: M and N zero-padded to whole tiles by the lowering)
@@ -466,16 +475,21 @@ def schedule_batch_matmul(sch, func, info: ScheduleInfo) -> bool:
     sch.reorder(*batch, io, jo, k, ii, ji)
     wb = sch.cache_write(anchor, 0, "local")
     sch.reverse_compute_at(wb, jo)
-    _epilogue_into(sch, func, wb)
+    pads = _batch_pads(sch, anchor, batch)
+    sliced = [c for c in sch.get_consumers(wb) if sch.get(c).name_hint.endswith("_unpad")]
+    if not (pads and SLICE_COPY[0] <= m * n <= SLICE_COPY[1] and len(sliced) == 1):
+        _epilogue_into(sch, func, wb)
+        sliced = []
     work = m * n * _extent(sch, k)
     for lp in batch:
         work *= _extent(sch, lp)
-    pads = _batch_pads(sch, anchor, batch)
     outer = sch.fuse(*batch) if pads else sch.fuse(*batch, io) if batch else io
     if work >= MATMUL_MIN_WORK and _extent(sch, outer) > 1:
         _try(sch.parallel, outer)  # before decompose_reduction: after it, TVM refuses
     for pad in pads:
         sch.compute_at(pad, outer)
+    for blk in sliced:
+        sch.reverse_compute_at(blk, outer)
     _try(sch.unroll, ii)
     _try(sch.vectorize, ji)
     init = sch.decompose_reduction(anchor, k)
