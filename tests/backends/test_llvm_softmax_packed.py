@@ -59,13 +59,16 @@ def _edges(x: np.ndarray) -> np.ndarray:
 
 
 def _widths(lanes: int) -> list[int]:
-    """Every packed width and the spanned ones at and around whole vectors."""
+    """Every packed width and spanned ones: whole vectors, tails of 1, 2, 3 (a 4-lane tail
+    vector repeating one element), a quarter and a half vector, 5 (an 8-lane tail vector at
+    16 lanes), and over half a vector (an overlapping whole last vector)."""
     from nnvm_llvm.compiler.softmax_packed import SPANNED_VECTORS
 
     top = SPANNED_VECTORS * lanes
     packed = [n for n in range(2, lanes // 2 + 1) if lanes % n == 0]
-    spanned = {lanes, lanes + 1, lanes + lanes // 4, 2 * lanes - 1, 2 * lanes, 2 * lanes + 1,
-               3 * lanes - 1, 3 * lanes + 1, 4 * lanes, 6 * lanes - 5, top - 1, top}
+    spanned = {lanes, lanes + 1, lanes + 2, lanes + 3, lanes + lanes // 4, 2 * lanes - 1,
+               2 * lanes, 2 * lanes + 1, 2 * lanes + lanes // 2, 3 * lanes - 1, 3 * lanes + 1,
+               4 * lanes, 5 * lanes + 5, 6 * lanes - 5, top - 1, top}
     return packed + sorted(spanned)
 
 

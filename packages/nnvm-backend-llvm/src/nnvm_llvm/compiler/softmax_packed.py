@@ -4,11 +4,12 @@ vectors, several rows in flight at once.
 Two layouts. *Packed*: rows of ``n`` dividing the vector (``n <= lanes / 2``), ``lanes / n``
 rows per vector; a butterfly step ``v = op(v, v[j ^ s])`` (``s = 1, 2, .. n/2``) stays
 inside a row's lanes and leaves every lane with its row's max (then sum). *Spanned*: rows of
-one to ``SPANNED_VECTORS`` vectors, each row read as whole vectors whose last one ends at
-the row's end (overlapping the one before it when no vector divides the row; its repeated
-lanes are zeroed before the sum, and written twice with the same value): no scalar tail.
+one to ``SPANNED_VECTORS`` vectors, each row read as whole vectors and a tail vector of the
+next power of two lanes over the rest, ending at the row's end (a tail over half a vector:
+a whole vector overlapping the one before it); a tail's repeated lanes are zeroed before
+the sum, and written twice with the same value: no scalar tail loop.
 Either way the shift, the exponentials (:func:`~.fastmath.exp_nonpositive`) and the
-normalisation run on full vectors, the vectors of ``INTERLEAVED`` rows (or packed vectors)
+normalisation run on vectors, the vectors of ``INTERLEAVED`` rows (or packed vectors)
 step by step together so that their dependent chains (max, exp, sum, division) overlap, and
 a NaN or inf reaches only its own row's lanes.
 
@@ -69,6 +70,15 @@ def _add(a, b):
     return a + b
 
 
+def _float32(width: int) -> str:
+    return f"float32x{width}" if width > 1 else "float32"
+
+
+def _at(base, width: int):
+    """``width`` consecutive elements from ``base``: a vector index, or one element."""
+    return tirx.Ramp(base, 1, width) if width > 1 else base
+
+
 class _Rows:
     """The kernel's statements for rows of ``n`` in vectors of ``lanes`` (TVM IR builder)."""
 
@@ -80,15 +90,16 @@ class _Rows:
         self.parallel = elems >= PARALLEL_MIN_WORK // 4
 
     def _exp(self, groups, tops, width: int) -> list:
-        """``exp(x - max)`` of every vector (log-softmax's too: its sum), stored to the output first and read back: a
-        ``Let`` (the exponential's) bound as a statement had TVM fold its rounding ``(t +
-        magic) - magic`` away; in a store it is compiled as in a TE kernel. The output store
-        is overwritten by the normalisation (LLVM drops it), each read follows its own store."""
+        """``exp(x - max)`` of every vector (log-softmax's too: its sum), stored to the
+        output first and read back: a ``Let`` (the exponential's) bound as a statement had
+        TVM fold its rounding ``(t + magic) - magic`` away; in a store it is compiled as in
+        a TE kernel. The normalisation overwrites the store (LLVM drops it), and each read
+        follows its own store."""
         out = []
         for (ats, vs), top in zip(groups, tops):
             es = []
             for at, v in zip(ats, vs):
-                T.buffer_store(self.y, exp_nonpositive(v - top, f"float32x{width}"), [at])
+                T.buffer_store(self.y, exp_nonpositive(v - top, _float32(width)), [at])
                 es.append(T.bind(self.y[at]))
             out.append(es)
         return out
@@ -121,7 +132,8 @@ class _Rows:
 
     def spanned(self, bases) -> None:
         """Softmax of the rows starting at the flat offsets ``bases``, each read as vectors
-        at ``0, lanes, ..`` and a last one ending at the row's end."""
+        at ``0, lanes, ..`` and a last one ending at the row's end (rows of whole vectors,
+        or with a tail over half a vector)."""
         lanes, n = self.lanes, self.n
         offs = list(range(0, n - lanes + 1, lanes))
         if offs[-1] != n - lanes:
@@ -143,6 +155,64 @@ class _Rows:
         totals = _butterfly([T.bind(_tree(p, _add)) for p in parts], _add, lanes, lanes)
         self._finish(groups, tops, totals, lanes, lanes, es)
 
+    def spanned_tail(self, bases, w: int) -> None:
+        """Softmax of the rows starting at ``bases`` as whole vectors and a narrow tail of
+        ``w`` lanes (a power of two) ending at the row's end: the whole vectors' max and
+        sum are folded in halves down to ``w`` lanes, combined with the tail's, reduced
+        inside them and broadcast back. Why: an overlapping whole vector for the tail cost
+        a full-width exponential for 4 elements (1 thread: Softmax 10x20 0.112 -> 0.090 us,
+        1x8x40x40 4.54 -> 4.07 us)."""
+        lanes, n = self.lanes, self.n
+        q, t = divmod(n, lanes)
+        repeated = w - t  # the tail's first lanes, also in the last whole vector
+
+        def fold(v, op):
+            width = lanes
+            while width > w:
+                h = width // 2
+                v = T.bind(op(tirx.Shuffle([v], list(range(h))),
+                              tirx.Shuffle([v], list(range(h, width)))))
+                width = h
+            return v
+
+        def wide(v):
+            return tirx.Broadcast(v if w == 1 else tirx.Shuffle([v], [0]), lanes)
+
+        def combine(wholes, tails, op):
+            vs = [op(fold(T.bind(_tree(f, op)), op), tl) for f, tl in zip(wholes, tails)]
+            return _butterfly([T.bind(v) for v in vs], op, w, w)
+
+        rows = []
+        for b in bases:
+            fats = [_at(b + k * lanes, lanes) for k in range(q)]
+            tat = _at(b + n - w, w)
+            rows.append((fats, [T.bind(self.x[a]) for a in fats], tat, T.bind(self.x[tat])))
+        tops_w = combine([r[1] for r in rows], [r[3] for r in rows], tirx.max)
+        tops = [T.bind(wide(m)) for m in tops_w]
+        es = self._exp([(r[0], r[1]) for r in rows], tops, lanes)
+        tail_es = [e[0] for e in self._exp([([r[2]], [r[3]]) for r in rows], tops_w, w)]
+        tails = tail_es
+        if repeated:
+            keep = tirx.Ramp(0, 1, w) >= tirx.Broadcast(tirx.const(repeated, "int32"), w)
+            tails = [tirx.Select(keep, tl, tirx.Broadcast(tirx.const(0.0, "float32"), w))
+                     for tl in tails]
+        totals = combine(es, tails, _add)
+        for (fats, vs, tat, tv), top, top_w, total, row_es, tail_e in zip(
+                rows, tops, tops_w, totals, es, tail_es):
+            if self.log:
+                lg = T.bind(tirx.log(total if w == 1 else tirx.Shuffle([total], [0])))
+                for a, v in zip(fats, vs):
+                    T.buffer_store(self.y, v - top - tirx.Broadcast(lg, lanes), [a])
+                T.buffer_store(self.y, tv - top_w - (lg if w == 1 else tirx.Broadcast(lg, w)),
+                               [tat])
+            else:
+                one = tirx.const(1.0, "float32")
+                inv = T.bind(one / total if w == 1 else tirx.Broadcast(one, w) / total)
+                inv_l = T.bind(wide(inv))
+                for a, e in zip(fats, row_es):
+                    T.buffer_store(self.y, e * inv_l, [a])
+                T.buffer_store(self.y, tail_e * inv, [tat])
+
     def body(self) -> None:
         lanes, n = self.lanes, self.n
         if n >= lanes:
@@ -153,8 +223,13 @@ class _Rows:
         group = min(max(INTERLEAVED // -(-size // lanes), 2), max(units, 1))
         steps, odd = divmod(units, group)
 
+        t = n % lanes
+        w = 1 << (t - 1).bit_length() if t else 0
+
         def run(bases):
-            if width is None:
+            if width is None and 0 < w < lanes:
+                self.spanned_tail(bases, w)
+            elif width is None:
                 self.spanned(bases)
             else:
                 self.packed(bases, width)
