@@ -94,8 +94,16 @@ def blocked_planes(x, g: FlatPlane, pad_value, name: str):
     lanes = g.lanes
     hp = (g.oh - 1) * g.sh + (g.kh - 1) * g.dh + 1
     wp = (g.ow - 1) * g.sw + (g.kw - 1) * g.dw + 1
-    return te.compute((n, -(-c // lanes), hp, wp, lanes), lambda b, k, r, t, ci: _padded_at(
-        x, g, pad_value, b, tirx.min(k * lanes + ci, c - 1), r, t), name="pad_blocked_" + name)
+
+    def at(b, k, r, t, ci):
+        full = _padded_at(x, g, pad_value, b, k * lanes + ci, r, t)
+        if c % lanes == 0:
+            return full
+        # the last block's clamped channel index made every block's lanes a gather of
+        # extracted addresses; the choice per block is a branch, the full blocks plain loads
+        return tirx.if_then_else(k < c // lanes, full, _padded_at(
+            x, g, pad_value, b, tirx.min(k * lanes + ci, c - 1), r, t))
+    return te.compute((n, -(-c // lanes), hp, wp, lanes), at, name="pad_blocked_" + name)
 
 
 def blocked_weights(w, lanes: int, name: str):
