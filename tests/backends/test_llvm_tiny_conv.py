@@ -67,6 +67,12 @@ CASES = {
     "conv3d_g2_cpg3_odd_large": ((1, 4, 8, 16, 15), (6, 2, 3, 3, 3),
                                  {"group": 2, "pads": [1] * 6}),
     "conv3d_g2_cpg12": ((1, 4, 3, 4, 5), (24, 2, 2, 2, 2), {"group": 2}),
+    # tiny grouped 2-D / 1-D convs of 3 or 4 channels per group leave the conv2d packing
+    # for the column kernel (``lowering.columns_per_call``)
+    "conv2d_g2_cpg4_pad": ((2, 4, 5, 6), (8, 2, 3, 3), {"group": 2, "pads": [1, 0, 0, 1]}),
+    "conv1d_g3_cpg4_stride_dil": ((1, 6, 13), (12, 2, 3), {"group": 3, "strides": [2],
+                                                           "dilations": [2]}),
+    "conv2d_g4_cpg3_odd": ((1, 8, 4, 7), (12, 2, 2, 2), {"group": 4}),
 }
 
 
@@ -164,6 +170,21 @@ def test_channel_block_copies_small_groups(cog, lanes, block):
 
     assert conv_nd.channel_block(cog, lanes) == block
     assert packing.conv_nd_copies(cog, block) == (block // cog if block > cog else 1)
+
+
+@pytest.mark.parametrize("x_shape,w_shape,groups,unpacked", [
+    ((2, 4, 6, 5), (6, 2, 3, 2), 2, True),  # the sweep's rows
+    ((2, 4, 1, 6), (6, 2, 1, 3), 2, True),
+    ((1, 4, 40, 40), (6, 2, 3, 3), 2, False),  # past the tiny regime: conv2d packing
+    ((1, 12, 6, 6), (24, 2, 3, 3), 6, True),  # 4 channels per group
+    ((1, 16, 6, 6), (16, 8, 3, 3), 2, False),  # 8 channels per group: no copies
+])
+def test_tiny_grouped_conv2d_is_left_unpacked(x_shape, w_shape, groups, unpacked):
+    from nnvm_llvm.compiler.lowering import LowerContext, _conv_pack
+
+    attrs = {"kernel_size": w_shape[2:], "strides": (1, 1), "dilation": (1, 1),
+             "padding": (0, 0), "groups": groups, "channels": w_shape[0]}
+    assert (_conv_pack(attrs, [x_shape, w_shape], LowerContext(16)) == {}) == unpacked
 
 
 def test_packed_copies_unpack_to_the_weight():
