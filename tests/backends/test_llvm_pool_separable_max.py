@@ -93,7 +93,63 @@ def test_ties_take_the_first_position(case):
     np.testing.assert_array_equal(got[1], want[1])
 
 
-def test_values_only():
-    x = np.random.default_rng(3).standard_normal(CASES["gcd_row_phase"][0]).astype(np.float32)
-    got, want = _run(_model("gcd_row_phase", 0, False), x)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_values_only(case):
+    """A one-output MaxPool is imported with ``with_indices=False`` and lowered to the
+    window max alone (``_max_pool_values``): its rows then windows, padding never winning,
+    -inf inputs kept."""
+    x = np.random.default_rng(3).standard_normal(CASES[case][0]).astype(np.float32)
+    x[..., ::7, ::5] = -np.inf
+    got, want = _run(_model(case, 0, False), x)
     np.testing.assert_array_equal(got[0], want[0])
+
+
+# one-pass windows (too few taps to go by rows): (input shape, kernel, strides, pads,
+# dilations, ceil_mode)
+WINDOWS = {
+    "1d_k4_s4": ((2, 10, 4), (4,), (4,), (0, 0), (1,), 0),
+    "1d_dilated_ceil": ((1, 3, 17), (3,), (2,), (1, 0), (2,), 1),
+    "3d_k2_s2": ((2, 3, 5, 5, 5), (2, 2, 2), (2, 2, 2), (0,) * 6, (1, 1, 1), 0),
+    "3d_padded_ceil": ((1, 3, 7, 7, 7), (3, 3, 3), (2, 2, 2), (1,) * 6, (1, 1, 1), 1),
+    "2d_small_dilated": ((1, 2, 9, 8), (2, 3), (1, 2), (1, 1, 0, 1), (2, 1), 0),
+}
+
+
+@pytest.mark.parametrize("case", sorted(WINDOWS))
+def test_values_only_windows(case):
+    shape, k, s, pads, d, ceil = WINDOWS[case]
+    node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=list(k), strides=list(s),
+                            pads=list(pads), dilations=list(d), ceil_mode=ceil)
+    graph = helper.make_graph([node], "maxpool", [
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)])
+    model.ir_version = 8
+    model = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    x = np.random.default_rng(4).standard_normal(shape).astype(np.float32)
+    x.reshape(-1)[::11] = -np.inf
+    got, want = _run(model, x)
+    np.testing.assert_array_equal(got[0], want[0])
+
+
+def test_one_output_maxpool_skips_the_argmax():
+    """The importer marks a one-output MaxPool ``with_indices=False`` (a two-output one
+    True), and the llvm rule then reduces plain values: its window max is a reduction of
+    one value, not the (position, value) pair."""
+    from types import SimpleNamespace
+
+    from tvm import te
+
+    shape = CASES["dilated_strided_padded"][0]
+    for with_indices in (False, True):
+        model = _model("dilated_strided_padded", 0, with_indices)
+        graph, _ = nnvm.frontend.from_onnx(model, shape={"x": shape})
+        pools = [n for n in graph.index.nodes if n.op is not None and n.op.name == "max_pool"]
+        assert [n.attrs["with_indices"] for n in pools] == [with_indices]
+        out = tuple(d.dim_value for d in model.graph.output[0].type.tensor_type.shape.dim)
+        ins = [te.placeholder(shape, name="x")]
+        y, _ = lowering_nn._max_pool(pools[0].attrs, ins, [(out, "float32"), (out, "int64")],
+                                     SimpleNamespace(name="pool"))
+        anchor = y.op.input_tensors[0].op
+        assert anchor.name == "anchor_maxpool"
+        assert anchor.num_outputs == (2 if with_indices else 1)

@@ -100,6 +100,8 @@ def test_conv_nd_gradient(shape, kernel, attrs):
 @pytest.mark.parametrize("name, attrs", [
     ("max_pool", {"kernel_shape": (2, 2), "strides": (1, 2), "pads": (1, 0, 0, 1)}),
     ("max_pool", {"kernel_shape": (3,), "ceil_mode": True, "strides": (2,)}),
+    # a forward node that skips its indices still has the argmax's gradient
+    ("max_pool", {"kernel_shape": (2, 2), "strides": (2, 1), "with_indices": False}),
     ("avg_pool", {"kernel_shape": (2, 3), "pads": (1, 1, 1, 1), "count_include_pad": True}),
     ("avg_pool", {"kernel_shape": (2, 2), "strides": (2, 2), "ceil_mode": True}),
 ])

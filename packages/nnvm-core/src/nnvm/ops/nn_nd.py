@@ -295,6 +295,9 @@ def _max_pool_ref(attrs, x):
     low = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
     v = _windows(x, k, s, pb, pe, d, fill=low, extra=extra)
     flat = v.reshape(v.shape[:2 + nsp] + (-1,))
+    if not attrs.get("with_indices", True):
+        y = flat.max(axis=-1)
+        return y.astype(x.dtype, copy=False), np.zeros(y.shape, np.int64)
     arg = flat.argmax(axis=-1)
     y = np.take_along_axis(flat, arg[..., None], axis=-1)[..., 0]
     koff = np.unravel_index(arg, k)
@@ -339,9 +342,8 @@ def _lp_pool_ref(attrs, x):
 
 
 def _max_pool_backward_ref(attrs, og, x):
-    _, idx = _max_pool_ref(attrs, x)
-    if attrs["storage_order"] == 1:
-        idx = _max_pool_ref({**attrs, "storage_order": 0}, x)[1]
+    # the gradient needs the argmax whatever the forward node skipped
+    _, idx = _max_pool_ref({**attrs, "storage_order": 0, "with_indices": True}, x)
     out = np.zeros(x.size, dtype=og.dtype)
     np.add.at(out, idx.reshape(-1), og.reshape(-1))
     return out.reshape(x.shape)
@@ -360,7 +362,11 @@ _POOL_PARAMS = [Param("kernel_shape", "ints", doc="window per spatial axis"),
                 Param("pads", "ints", (), "(begin..., end...) (default 0)"),
                 Param("dilations", "ints", (), "per spatial axis (default 1)"),
                 Param("ceil_mode", "bool", False, "ceil instead of floor for the output size")]
-_MAXP = _POOL_PARAMS + [Param("storage_order", "int", 0, "indices: 0 row-, 1 column-major")]
+_MAXP = _POOL_PARAMS + [Param("storage_order", "int", 0, "indices: 0 row-, 1 column-major"),
+                        Param("with_indices", "bool", True,
+                              "False: nothing reads the indices output, which is left zero "
+                              "(the importer sets it for a one-output ONNX MaxPool: the "
+                              "window max alone costs a fraction of the argmax)")]
 _AVGP = _POOL_PARAMS + [Param("count_include_pad", "bool", False, "divide by the padded window")]
 
 

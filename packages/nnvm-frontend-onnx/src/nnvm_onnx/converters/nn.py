@@ -144,7 +144,8 @@ def _pool(kind):
                                padding=pads, ceil_mode=ceil)]
             outs = ctx.op_multi("max_pool", x, kernel_shape=kernel, strides=strides,
                                 pads=pads, dilations=dilations, ceil_mode=ceil,
-                                storage_order=ctx.attr("storage_order", 0))
+                                storage_order=ctx.attr("storage_order", 0),
+                                with_indices=want_indices)
             return outs[:2] if want_indices else outs[:1]
         count = bool(ctx.attr("count_include_pad", 0))
         if simple:
