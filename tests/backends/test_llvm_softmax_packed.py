@@ -1,7 +1,7 @@
 """Softmax and log-softmax over short rows in the kernel of explicit vectors
 (``nnvm_llvm.compiler.softmax_packed``): rows packed several to a vector (rows dividing the
-vector) and rows spanning one to 16 vectors (the last vector overlapping the one before
-it), several rows in flight at once.
+vector), rows spanning one to 16 vectors (a narrow or an overlapping tail vector), several
+rows in flight at once, and longer rows in loops of independent accumulators.
 
 Why: a butterfly step that crossed a row's lanes, an overlapping lane counted twice in the
 sum, a row past the whole vectors (or past a group of interleaved rows) left out, or a NaN
@@ -61,7 +61,8 @@ def _edges(x: np.ndarray) -> np.ndarray:
 def _widths(lanes: int) -> list[int]:
     """Every packed width and spanned ones: whole vectors, tails of 1, 2, 3 (a 4-lane tail
     vector repeating one element), a quarter and a half vector, 5 (an 8-lane tail vector at
-    16 lanes), and over half a vector (an overlapping whole last vector)."""
+    16 lanes), and over half a vector (an overlapping whole last vector); long rows with
+    and without a tail, whole vectors a multiple of the accumulators or not."""
     from nnvm_llvm.compiler.softmax_packed import SPANNED_VECTORS
 
     top = SPANNED_VECTORS * lanes
@@ -69,7 +70,7 @@ def _widths(lanes: int) -> list[int]:
     spanned = {lanes, lanes + 1, lanes + 2, lanes + 3, lanes + lanes // 4, 2 * lanes - 1,
                2 * lanes, 2 * lanes + 1, 2 * lanes + lanes // 2, 3 * lanes - 1, 3 * lanes + 1,
                4 * lanes, 5 * lanes + 5, 6 * lanes - 5, top - 1, top}
-    return packed + sorted(spanned)
+    return packed + sorted(spanned) + [top + 1, top + lanes, 20 * lanes + 3, 24 * lanes + 12]
 
 
 @pytest.mark.parametrize("log", [False, True])
@@ -86,7 +87,8 @@ def test_kernel_matches_numpy(rng, lanes, n, log):
                                rtol=2e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("lanes, n", [(16, 8), (16, 2), (8, 4), (16, 20), (8, 13), (16, 197)])
+@pytest.mark.parametrize("lanes, n", [(16, 8), (16, 2), (8, 4), (16, 20), (8, 13), (16, 197),
+                                      (16, 1500), (8, 131)])
 @pytest.mark.parametrize("bad", [np.nan, np.inf])
 def test_nan_or_inf_stays_in_its_row(rng, lanes, n, bad):
     """A NaN or +inf gives NaN in its own row only: not in the rows sharing its vector
@@ -103,7 +105,8 @@ def test_nan_or_inf_stays_in_its_row(rng, lanes, n, bad):
 @pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
 @pytest.mark.parametrize("shape", [(1, 2, 8, 8), (10, 20), (1, 55, 75, 2), (3, 7, 4),
                                    (1, 2, 49, 49), (2, 3, 32), (5, 40), (3, 5, 17),
-                                   (2, 128), (1, 37, 91), (1, 2, 13, 197), (2, 257)])
+                                   (2, 128), (1, 37, 91), (1, 2, 13, 197), (2, 257),
+                                   (1, 3, 1500), (2, 1024)])
 def test_end_to_end_matches_onnxruntime(rng, op, shape):
     x = _edges((rng.standard_normal(shape) * 4).astype("float32"))
     got, want = _both(op, list(shape), -1, x)
@@ -114,11 +117,11 @@ def test_end_to_end_matches_onnxruntime(rng, op, shape):
 
 @pytest.mark.parametrize("lanes, n, taken", [(16, 1, False), (16, 2, True), (16, 8, True),
                                              (16, 12, False), (16, 16, True), (16, 91, True),
-                                             (16, 256, True), (16, 257, False), (8, 8, True),
-                                             (8, 6, False), (8, 4, True), (8, 129, False)])
+                                             (16, 256, True), (16, 1500, True), (8, 8, True),
+                                             (8, 6, False), (8, 4, True), (8, 7, False)])
 def test_which_rows_take_the_kernel(lanes, n, taken):
-    """Rows packed whole to a vector, or spanning one to ``SPANNED_VECTORS`` (16) vectors;
-    the others keep the row template (rows of 1, of 12 at 16 lanes, Whisper's 1500)."""
-    from nnvm_llvm.compiler.softmax_packed import SPANNED_VECTORS, takes_rows
+    """Rows packed whole to a vector, or at least a vector long; the others keep the row
+    template (rows of 9 to 15 at 16 lanes) or topi's rule (rows of 1, 3, 5, 6, 7)."""
+    from nnvm_llvm.compiler.softmax_packed import takes_rows
 
-    assert SPANNED_VECTORS == 16 and takes_rows(n, lanes) == taken
+    assert takes_rows(n, lanes) == taken

@@ -1,11 +1,11 @@
 """Lowering rules of softmax and log-softmax (the ``softmax`` template, ``rows_schedule``).
 
 Four forms: half-precision tensors round every step as the reference kernel does; float32
-rows over the last axis that divide a vector or span one to 16 vectors are one kernel of
-explicit vectors, several rows at a time (``softmax_packed``); other float32 rows over the
-last axis at least half a vector long are reduced in a vector part and a tail (a short row
-that whole half vectors divide in one part), softmax's exponentials computed once into a
-row buffer; every other case is ``topi``'s rule.
+rows over the last axis that divide a vector or are at least one vector long are one
+kernel of explicit vectors (``softmax_packed``); other float32 rows over the last axis at
+least half a vector long (rows of 9 to 15 at 16 lanes) are reduced in a vector part and a
+tail, softmax's exponentials computed once into a row buffer; every other case is
+``topi``'s rule.
 """
 
 from __future__ import annotations
@@ -131,9 +131,9 @@ def _softmax_rule(fn, log: bool):
         # us); with whole-vector rows and halved partials it saves: 1x2x8x8 0.22 -> 0.14 us,
         # 10x20 0.29 -> 0.18 us
         last = attrs["axis"] % len(x.shape) == len(x.shape) - 1 and str(x.dtype) == "float32"
-        # short rows (a divisor of the vector, or up to a few vectors): one kernel of
-        # explicit vectors, several rows at a time (softmax_packed); its input must be a
-        # buffer (an extern kernel), not a fused stage
+        # rows dividing a vector or at least one vector long: one kernel of explicit
+        # vectors (softmax_packed); its input must be a buffer (an extern kernel), not a
+        # fused stage
         if last and takes_rows(int(x.shape[-1]), ctx.vector_lanes) \
                 and isinstance(x.op, te.PlaceholderOp):
             return softmax_rows(x, ctx.vector_lanes, log, ctx.name)

@@ -1,17 +1,19 @@
-"""float32 softmax and log-softmax over short last-axis rows as one TIR kernel of explicit
-vectors, several rows in flight at once.
+"""float32 softmax and log-softmax over the last axis as one TIR kernel of explicit vectors:
+short rows several in flight at once, long rows in loops of independent chains.
 
-Two layouts. *Packed*: rows of ``n`` dividing the vector (``n <= lanes / 2``), ``lanes / n``
+Three layouts. *Packed*: rows of ``n`` dividing the vector (``n <= lanes / 2``), ``lanes / n``
 rows per vector; a butterfly step ``v = op(v, v[j ^ s])`` (``s = 1, 2, .. n/2``) stays
 inside a row's lanes and leaves every lane with its row's max (then sum). *Spanned*: rows of
 one to ``SPANNED_VECTORS`` vectors, each row read as whole vectors and a tail vector of the
 next power of two lanes over the rest, ending at the row's end (a tail over half a vector:
 a whole vector overlapping the one before it); a tail's repeated lanes are zeroed before
-the sum, and written twice with the same value: no scalar tail loop.
-Either way the shift, the exponentials (:func:`~.fastmath.exp_nonpositive`) and the
-normalisation run on vectors, the vectors of ``INTERLEAVED`` rows (or packed vectors)
-step by step together so that their dependent chains (max, exp, sum, division) overlap, and
-a NaN or inf reaches only its own row's lanes.
+the sum, and written twice with the same value: no scalar tail loop. *Long*: rows past
+``SPANNED_VECTORS`` vectors, one at a time, in three vector loops (max; exponentials and
+their sum; scaling) of ``ACCUMULATORS`` independent chains, the tail an overlapping vector.
+In each the shift, the exponentials (:func:`~.fastmath.exp_nonpositive`) and the
+normalisation run on vectors (packed and spanned: the vectors of ``INTERLEAVED`` rows, or
+packed vectors, step by step together so that their dependent chains overlap), and a NaN
+or inf reaches only its own row's lanes.
 
 Why: the row template (``rows_schedule``) computes one row at a time with vector partial
 results reduced in halves and a scalar tail; on short rows that is a latency-bound chain per
@@ -31,9 +33,10 @@ from .int8_gemm import _prod, flat, tir_body
 from .schedules import PARALLEL_MIN_WORK
 
 #: longest row (in vectors) the spanned layout takes: each row's vectors are loaded once and
-#: kept (in registers, past 32 vectors some spilled), still faster than the row template's
-#: three loops (1 thread: rows of 91 122.8 -> 87.9 us, of 197 27.6 -> 24.7 us, of 128
-#: 0.101 -> 0.090 us); longer rows (Whisper's 1500) keep those loops
+#: kept (in registers, past 32 vectors some spilled), faster than the row template's loops
+#: (1 thread: rows of 91 122.8 -> 87.9 us, of 197 27.6 -> 24.7 us, of 128 0.101 -> 0.090
+#: us); longer rows take the long layout's loops (unrolled, Whisper's rows of 1500 spilled:
+#: 3x slower)
 SPANNED_VECTORS = 16
 
 #: vectors (packed ones, or the vectors of spanned rows) computed together in one step of
@@ -41,11 +44,16 @@ SPANNED_VECTORS = 16
 #: as fast)
 INTERLEAVED = 12
 
+#: independent maxima (and sums) along a long row: the row template's loops kept one, a
+#: chain of dependent steps, and a separate pass for the sum (1 thread, interleaved:
+#: Softmax 1x2x1500x1500 3.1 -> 1.6 ms under load, 1x40x6625 98 -> 79 us)
+ACCUMULATORS = 4
+
 
 def takes_rows(n: int, lanes: int) -> bool:
-    """Whether rows of ``n`` take this kernel: packed whole to a vector, or spanning one to
-    ``SPANNED_VECTORS`` vectors."""
-    return 2 <= n <= lanes // 2 and lanes % n == 0 or lanes <= n <= SPANNED_VECTORS * lanes
+    """Whether rows of ``n`` take this kernel: packed whole to a vector, or at least one
+    vector long (spanned, or past ``SPANNED_VECTORS`` vectors long)."""
+    return 2 <= n <= lanes // 2 and lanes % n == 0 or n >= lanes
 
 
 def _butterfly(vs, op, n: int, width: int) -> list:
@@ -213,8 +221,77 @@ class _Rows:
                     T.buffer_store(self.y, e * inv_l, [a])
                 T.buffer_store(self.y, tail_e * inv, [tat])
 
+    def long(self, b) -> None:
+        """Softmax of the row at flat offset ``b`` (over ``SPANNED_VECTORS`` vectors) in
+        three vector loops, ``ACCUMULATORS`` independent maxima and sums in each: max;
+        exponentials (stored) and their sum; the scaling (log-softmax: ``x - max - log``).
+        The tail is one whole vector overlapping the one before it (its repeated lanes out
+        of the sum; its output written from its own exponentials, so that no lane is scaled
+        twice)."""
+        lanes, n, k = self.lanes, self.n, ACCUMULATORS
+        q, t = divmod(n, lanes)
+        acc = T.alloc_buffer((k * lanes,), "float32", scope="local")
+        slots = [tirx.Ramp(j * lanes, 1, lanes) for j in range(k)]
+
+        def at(v):
+            return tirx.Ramp(b + v * lanes, 1, lanes)
+
+        def sweep(first, update):
+            """``update(slot, vector index)`` over every whole vector from ``first``,
+            ``k`` at a time in a loop, then the rest."""
+            steps = (q - first) // k
+            if steps:
+                with T.serial(0, steps) as i:
+                    for j in range(k):
+                        update(slots[j], first + i * k + j)
+            for v in range(first + steps * k, q):
+                update(slots[(v - first) % k], v)
+
+        def total(op):
+            return _butterfly([T.bind(_tree([acc[r] for r in slots], op))], op, lanes, lanes)[0]
+
+        for j in range(k):
+            T.buffer_store(acc, self.x[at(j)], [slots[j]])
+        sweep(k, lambda r, v: T.buffer_store(acc, tirx.max(acc[r], self.x[at(v)]), [r]))
+        end = tirx.Ramp(b + n - lanes, 1, lanes)
+        tail = T.bind(self.x[end]) if t else None
+        top = total(tirx.max)
+        if t:
+            top = T.bind(tirx.max(top, tail))
+            top = _butterfly([top], tirx.max, lanes, lanes)[0]
+        zero = tirx.Broadcast(tirx.const(0.0, "float32"), lanes)
+        for r in slots:
+            T.buffer_store(acc, zero, [r])
+
+        def exp_sum(r, v):
+            T.buffer_store(self.y, exp_nonpositive(self.x[at(v)] - top, _float32(lanes)),
+                           [at(v)])
+            T.buffer_store(acc, acc[r] + self.y[at(v)], [r])
+        sweep(0, exp_sum)
+        if t:
+            e_tail = self._exp([([end], [tail])], [top], lanes)[0][0]
+            keep = tirx.Ramp(0, 1, lanes) >= tirx.Broadcast(tirx.const(lanes - t, "int32"),
+                                                            lanes)
+            T.buffer_store(acc, acc[slots[0]] + tirx.Select(keep, e_tail, zero), [slots[0]])
+        s = total(_add)
+        if self.log:
+            lg = T.bind(tirx.Broadcast(tirx.log(tirx.Shuffle([s], [0])), lanes))
+            sweep(0, lambda r, v: T.buffer_store(self.y, self.x[at(v)] - top - lg, [at(v)]))
+            if t:
+                T.buffer_store(self.y, tail - top - lg, [end])
+        else:
+            inv = T.bind(tirx.Broadcast(tirx.const(1.0, "float32"), lanes) / s)
+            sweep(0, lambda r, v: T.buffer_store(self.y, self.y[at(v)] * inv, [at(v)]))
+            if t:
+                T.buffer_store(self.y, e_tail * inv, [end])
+
     def body(self) -> None:
         lanes, n = self.lanes, self.n
+        if n > SPANNED_VECTORS * lanes:
+            loop = T.parallel if self.parallel and self.rows > 1 else T.serial
+            with loop(0, self.rows) as r:
+                self.long(r * n)
+            return
         if n >= lanes:
             units, size, width, rest = self.rows, n, None, 0
         else:
