@@ -21,6 +21,13 @@ padded channels into its scratch output and the ``_unpad`` stage never copies th
 Fewer channels per group than a vector instead get one vector of exactly that many lanes
 (``lowering.exact_block``): no scratch output, the bias in the tile's write-back.
 
+Channels times columns: 3 or 4 channels per group (a block of one whole group) share a
+vector with 2 neighbouring output columns (``column_block``): lanes ``(channel, column)``,
+the weight packed with each channel twice (``runtime.packing.conv_nd_copies``), the input
+one 64-bit broadcast per tap at unit stride. The anchor then has the column within its
+pair as a last axis (``anchor_convnd_{e}x{bn}``) and a ``_columns`` stage gives the output
+its own shape back (folded into the tile's write-back).
+
 Half precision (1-D convs of fp16 audio models reach this op: the importer's conv2d form is
 fp32-only) accumulates in float32 like the reference kernel: the ``pad_`` and ``wpack_``
 stages convert once, so the inner loop is plain fp32 FMAs (whisper's 80 -> 128 conv1d in
@@ -155,7 +162,6 @@ def blocked_conv(x, w, bias, strides, pads_begin, dilations, groups, out_shape, 
         wp = w
     rc = te.reduce_axis((0, cg), "rc")
     rk = [te.reduce_axis((0, k), f"rk{i}") for i, k in enumerate(kk)]
-
 
     def pixel(b, ci, o):
         """The input under output position ``o`` at the current taps. With ``cols``

@@ -6,6 +6,11 @@ axis), accumulated in registers over the whole reduction (an input-channel cache
 then every kernel tap); the other spatial axes, the batch and the channel blocks are one
 fused parallel loop. Each weight vector loaded is used ``reg_n`` times and each input
 element broadcast once per tile, as in TVM's ``conv2d_NCHWc`` and its 3-D variant.
+
+A conv whose vector holds channels times output columns (``conv_nd.column_block``) has
+the column within the vector as its anchor's last axis: fused under the channel lanes
+into one vector, ``reg_n`` counting columns. A one-thread tile short of accumulators takes
+the batch too (``_batch_tile``).
 """
 
 from __future__ import annotations
