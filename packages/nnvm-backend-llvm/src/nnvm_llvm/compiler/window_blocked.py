@@ -37,6 +37,14 @@ old and new kernels alternating in one process). Cheaper, the kernel also pays f
 25-tap windows on small planes at less flat waste (:data:`FLAT_WASTE_MIN_STRIDED_SMALL`,
 :data:`FLAT_WASTE_MIN_WIDE_SMALL`). The write-back unrolls each output row (see
 :func:`_channels_last`): 5 x 5 over 240 x 14 x 14 1.21x, dilated over 960 x 16 x 16 1.55x.
+
+Where the time goes now (perf, 1 thread, 5 x 5 over 1152 x 7 x 7 / 240 x 14 x 14): the taps
+51% / 56%, at the FMA roof; the input re-layout 20% / 23% (16 scalar inserts per interior
+position); the write-back 16%; the weight copy 8% / 3% (packing the weight at load, in
+``lowering``, would remove it). Tried and dropped: the input re-laid out in one pass before
+the window by 16 x 16 shuffle transposes (``recurrent_loop.shuffle_transpose`` in a TE
+extern) ran 0.88x, its planes read back from L2 instead of L1 and its loads as slow as the
+inserts; the copy's row unrolled (LLVM kept the inserts) or its channels outermost (0.4-0.7x).
 """
 
 from __future__ import annotations
