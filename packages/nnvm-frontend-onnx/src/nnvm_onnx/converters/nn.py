@@ -148,7 +148,9 @@ def _pool(kind):
                                 with_indices=want_indices)
             return outs[:2] if want_indices else outs[:1]
         count = bool(ctx.attr("count_include_pad", 0))
-        if simple:
+        # with ceil_mode, ONNX divides a window hanging past the padded input by its cells
+        # inside it; avg_pool2d (NNVM's own op) divides by the whole window, avg_pool as ONNX
+        if simple and not (ceil and count):
             return [ctx.op("avg_pool2d", x, pool_size=kernel, strides=strides, padding=pads,
                            ceil_mode=ceil, count_include_pad=count)]
         return [ctx.op("avg_pool", x, kernel_shape=kernel, strides=strides, pads=pads,
