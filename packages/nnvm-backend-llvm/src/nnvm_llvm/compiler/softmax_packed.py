@@ -13,7 +13,9 @@ their sum; scaling) of ``ACCUMULATORS`` independent chains, the tail an overlapp
 In each the shift, the exponentials (:func:`~.fastmath.exp_nonpositive`) and the
 normalisation run on vectors (packed and spanned: the vectors of ``INTERLEAVED`` rows, or
 packed vectors, step by step together so that their dependent chains overlap), and a NaN
-or inf reaches only its own row's lanes.
+or inf reaches only its own row's lanes. The output is written before the input is last
+read (the exponentials, stored early): softmax has no in-place option (``FInplaceOption``),
+so the two never share a buffer.
 
 Why: the row template (``rows_schedule``) computes one row at a time with vector partial
 results reduced in halves and a scalar tail; on short rows that is a latency-bound chain per
