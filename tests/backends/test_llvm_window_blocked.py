@@ -29,7 +29,7 @@ CASES = {
     "plane_1x1": ((1, 16, 1, 1), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),
     # 25 taps at a flat waste of 1.2 (unit stride, small plane) and 1.14 (strided, odd)
     "k5_20x20_waste_1_2": ((1, 48, 20, 20), (5, 5), (1, 1), (2, 2, 2, 2), (1, 1)),
-    "k5_s2_27x27_waste_1_14": ((1, 40, 27, 27), (5, 5), (2, 2), (2, 2, 2, 2), (1, 1)),
+    "k5_s2_27x27_waste_1_14": ((1, 48, 27, 27), (5, 5), (2, 2), (2, 2, 2, 2), (1, 1)),
     # 3 x 3 stride 2 at a flat waste of 1.11 (19 x 19 outputs), odd and asymmetric
     "k3_s2_37x38_waste_1_11": ((1, 48, 37, 38), (3, 3), (2, 2), (1, 1, 1, 0), (1, 1)),
 }
@@ -148,7 +148,7 @@ def test_blocked_5x5_pool_on_a_20x20_plane_matches_reference(kind):
     and take the blocked kernel too (512 x 20 x 20 max 219 -> 189 us at 1 thread)."""
     import nnvm.symbol as sym
 
-    xs = (1, 40, 20, 20)
+    xs = (1, 48, 20, 20)
     assert wants_blocked(_geometry(xs, (5, 5), (1, 1), (2, 2, 2, 2), (1, 1)), xs[1])
     x = sym.Variable("x")
     pool = sym.max_pool2d if kind == "max" else sym.avg_pool2d
@@ -193,8 +193,21 @@ def test_blocked_depthwise_writes_each_row_back_after_computing_it():
 def test_blocked_depthwise_with_a_part_vector_writes_back_per_task():
     """40 channels leave the last vector half empty: its lanes' guard inside every row ran
     1.1x slower, so the write-back stays one pass per task after the window."""
-    text = _scheduled_blocked((1, 40, 14, 14), (5, 5), (1, 1), (2, 2, 2, 2), (1, 1))
-    assert not _written_back_in_row(text, 14)
+    text = _scheduled_blocked((1, 40, 7, 7), (5, 5), (1, 1), (2, 2, 2, 2), (1, 1))
+    assert not _written_back_in_row(text, 7)
+
+
+def test_part_vector_channels_need_more_flat_waste():
+    """Channels that leave the last vector part empty take the blocked kernel only where the
+    flat tile wastes 1.55 or more (its write-back checks every lane): 7 x 7 planes yes,
+    14 x 14 with 5 x 5 taps (1.47) and 3 x 3 stride 2 over 28 x 28 (1.14) no; whole vectors
+    of channels keep the usual thresholds."""
+    g7 = _geometry((1, 184, 7, 7), (5, 5), (1, 1), (2, 2, 2, 2), (1, 1))
+    g14 = _geometry((1, 120, 14, 14), (5, 5), (1, 1), (2, 2, 2, 2), (1, 1))
+    g28 = _geometry((1, 72, 28, 28), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1))
+    assert wants_blocked(g7, 184) and wants_blocked(g7, 176)
+    assert not wants_blocked(g14, 120) and wants_blocked(g14, 128)
+    assert not wants_blocked(g28, 72) and wants_blocked(g28, 80)
 
 
 def test_blocked_pool_pads_only_the_border():

@@ -75,6 +75,14 @@ WIDE_STRIDED_PLANE_MAX = 784
 FLAT_WASTE_MIN_WIDE_SMALL = 1.15
 #: at most this share of channel lanes may be padding (24 channels: 32 lanes, 1.33)
 CHANNEL_WASTE_MAX = 1.25
+#: channels that leave the last vector part empty need this much flat waste whatever the
+#: window: the write-back then checks every lane against the channel count, which costs
+#: more than the flat kernel wastes below it (flat faster: 5 x 5 over 120 x 14 x 14 1.24x,
+#: 72 x 14 x 14 1.27x, 3 x 3 over 120 x 10 x 10 1.10x, 3 x 3 stride 2 over 72 x 28 x 28
+#: 1.46x, 5 x 5 stride 2 over 72 x 56 x 56 1.26x, at a waste of 1.14-1.47; blocked faster:
+#: 5 x 5 over 72 x 10 x 10 1.10x, 184 x 7 x 7 2.0x, 3 x 3 over 200 x 7 x 7 1.83x, 5 x 5
+#: stride 2 over 40 x 14 x 14 1.4x, at 1.6-1.96; 1 thread, interleaved)
+FLAT_WASTE_MIN_PART_VECTOR = 1.55
 #: output columns per register tile, in order of preference (independent accumulators)
 TILE_PREFS = (7, 8, 6, 5, 4, 3, 2, 1)
 
@@ -92,6 +100,8 @@ def wants_blocked(g: FlatPlane, channels: int) -> bool:
         waste_min = FLAT_WASTE_MIN_STRIDED_SMALL
     elif wide and g.oh * g.ow <= SMALL_PLANE_MAX:
         waste_min = FLAT_WASTE_MIN_WIDE_SMALL
+    if channels % lanes:
+        waste_min = max(waste_min, FLAT_WASTE_MIN_PART_VECTOR)
     return rows * wrow >= waste_min * g.oh * g.ow and channel_waste <= CHANNEL_WASTE_MAX
 
 
