@@ -37,7 +37,13 @@ Both directions of a bidirectional layer run in parallel when the thread pool ha
 workers and the work is large enough; a one-direction layer splits its input projection's
 rows and, when long enough (``STEP_SPLIT_MIN_WORK``), each step's recurrent product across
 threads (a parallel launch per step: the pool's workers spin between back-to-back launches,
-and a worker that is descheduled only leaves its tasks to the caller). Every ONNX attribute the reference kernel
+and a worker that is descheduled only leaves its tasks to the caller). On dot tiles, each
+task of that launch also computes its own units' gates (``fused_step``, the state
+double-buffered) unless a gate reads another unit's product (GRU with its reset before R).
+No barrier inside one launch for all steps instead: the pool lets one thread run every
+task of a launch in turn (a descheduled worker's tasks go to the caller), so a task
+spinning on a step barrier would wait for tasks its own thread has yet to run.
+Every ONNX attribute the reference kernel
 (``nnvm.ops.sequence``) knows is kept: per-direction activations with alpha/beta, ``clip``,
 ``layout`` 1, ``sequence_lens`` (a step past a batch entry's length keeps its state and
 outputs 0), LSTM ``input_forget`` and peepholes, GRU ``linear_before_reset``. float16
@@ -254,6 +260,11 @@ class _Kernel:
         step = self.g * self.hid * self.hid
         self.split_steps = threads_ok and not self.parallel_dirs and \
             step >= STEP_SPLIT_MIN_WORK and self.seq * self.batch * step >= PARALLEL_MIN_WORK
+        # a split step on dot tiles whose gates read no product of another unit's gate (all
+        # but the GRU with its reset before R) is one launch in which each task also
+        # computes its own units' gates (``fused_step``)
+        self.fused_steps = self.split_steps and self.dots_fit(self.hid) and not (
+            kind == "gru" and not attrs.get("linear_before_reset"))
 
     # -- helpers ------------------------------------------------------------------------
     def c(self, v):
@@ -507,7 +518,7 @@ class _Kernel:
         bh = T.alloc_buffer((cols,), acc)
         gx = T.alloc_buffer((seq * batch, cols), acc)  # X W^T + Wb of every step
         gh = T.alloc_buffer((batch, cols), acc)  # h R^T + Rb of this step
-        h = T.alloc_buffer((batch, hp), acc)
+        h = T.alloc_buffer((2 * batch if self.fused_steps else batch, hp), acc)
         cst = T.alloc_buffer((batch, hp), acc) if self.kind == "lstm" else None
         rh = T.alloc_buffer((batch, hp), acc) if self.kind == "gru" and not \
             self.attrs.get("linear_before_reset") else None
@@ -546,26 +557,55 @@ class _Kernel:
             t = (seq - 1 - s) if reverse else s
             with T.serial(0, batch) as b:
                 live = None if lens is None else t < lens[b].astype("int32")
-                hsrc = lambda k, b=b: h[b, k]  # noqa: E731
                 flip = (s * batch + b) % 2 == 1  # every other GEMV backwards (L2 reuse)
-                if rh is None:
-                    self.recurrent(d, gh, b, hsrc, 0, g_h, panels, bh, flip)
-                else:  # GRU, reset before R: z and r first, then (r * h) R_h^T
-                    self.recurrent(d, gh, b, hsrc, 0, 2 * hid, panels, bh)
-                    self.vec_loop(hid, lambda j, b=b: T.buffer_store(
-                        rh, self.act(d, 0, self.clipped(gx[t * batch + b, hp + j] +
-                                                        gh[b, hp + j])) * h[b, j], [b, j]))
-                    self.recurrent(d, gh, b, lambda k, b=b: rh[b, k], 2 * hid, g_h, panels, bh)
-                self.vec_loop(hid, lambda j, b=b: self.cell(d, t, b, j, gx, gh, h, cst, tmp,
-                                                            live))
+                if self.fused_steps:
+                    self.fused_step(d, t, s, b, gx, gh, h, cst, tmp, live, bh, flip)
+                else:
+                    self.split_step(d, t, b, gx, gh, h, cst, rh, tmp, live, panels, bh, flip)
+        last = seq % 2 * batch if self.fused_steps else 0  # the buffer of the last step
         with T.serial(0, batch) as b:
             self.vec_loop(hid, lambda j, b=b: T.buffer_store(
-                self.outs[1], h[b, j].astype(self.dtype), self.state_idx(d, b, j)))
+                self.outs[1], h[last + b, j].astype(self.dtype), self.state_idx(d, b, j)))
             if cst is not None:
                 self.vec_loop(hid, lambda j, b=b: T.buffer_store(
                     self.outs[2], cst[b, j].astype(self.dtype), self.state_idx(d, b, j)))
 
-    def cell(self, d, t, b, j, gx, gh, h, cst, tmp, live):
+    def split_step(self, d, t, b, gx, gh, h, cst, rh, tmp, live, panels, bias, flip):
+        """Step ``t`` of batch entry ``b``: the recurrent product (its tiles split across
+        threads when ``split_steps``), then the gate arithmetic on the calling thread."""
+        hid, hp, batch, g_h = self.hid, self.hp, self.batch, self.g * self.hid
+        if rh is None:
+            self.recurrent(d, gh, b, lambda k: h[b, k], 0, g_h, panels, bias, flip)
+        else:  # GRU, reset before R: z and r first, then (r * h) R_h^T
+            self.recurrent(d, gh, b, lambda k: h[b, k], 0, 2 * hid, panels, bias)
+            self.vec_loop(hid, lambda j: T.buffer_store(
+                rh, self.act(d, 0, self.clipped(gx[t * batch + b, hp + j] + gh[b, hp + j])) *
+                h[b, j], [b, j]))
+            self.recurrent(d, gh, b, lambda k: rh[b, k], 2 * hid, g_h, panels, bias)
+        self.vec_loop(hid, lambda j: self.cell(d, t, b, j, gx, gh, h, cst, tmp, live))
+
+    def fused_step(self, d, t, s, b, gx, gh, h, cst, tmp, live, bias, flip):
+        """Step ``s`` of batch entry ``b`` as one parallel loop over chunks of ``lanes``
+        units: each task computes its units' rows of every gate's product (one dot tile a
+        gate) and then their gate arithmetic. Why: with only the product split (a launch
+        per step, then the gates on the calling thread) a 64-step 128-unit GRU ran as fast
+        at 2 threads as at 1, the gates' serial part and the launch cancelling the split.
+        The state is double-buffered (rows ``s % 2`` of ``h`` read, the other written), so
+        no task overwrites a unit another task's product still reads in the same step; the
+        next step's launch is the barrier between steps. Where ``flip`` holds, chunks and
+        gates run last to first, as ``recurrent`` runs its tiles (L2 reuse)."""
+        lanes, hid, batch, g = self.lanes, self.hid, self.batch, self.g
+        old, new = s % 2 * batch + b, (s + 1) % 2 * batch + b
+        with T.parallel(0, hid // lanes) as u:
+            u = tirx.Select(flip, hid // lanes - 1 - u, u)
+            for gi in range(g):
+                n0 = tirx.Select(flip, g - 1 - gi, gi) * hid + u * lanes
+                self.gemm_dots(gh, 1, lambda row: b, lambda row, k: h[old, k], self.buf["R"],
+                               d, n0, n0 + lanes, hid, bias)
+            with T.vectorized(0, lanes) as ji:
+                self.cell(d, t, b, u * lanes + ji, gx, gh, h, cst, tmp, live, (old, new))
+
+    def cell(self, d, t, b, j, gx, gh, h, cst, tmp, live, rows=None):
         """Gate arithmetic of unit ``j``: new state into the scratch, ``Y[t]`` out.
 
         Every intermediate used more than once goes through the ``tmp`` scratch (``keep``):
@@ -575,6 +615,7 @@ class _Kernel:
         (all lanes get lane 0's value), which the NaN-keeping tanh does."""
         hp, batch = self.hp, self.batch
         row = t * batch + b
+        old, new = rows or (b, b)  # the state rows read and written (``fused_step``)
 
         def keep(slot, value):
             T.buffer_store(tmp, value, [slot, b, j])
@@ -582,7 +623,7 @@ class _Kernel:
 
         def pre(gate):
             return gx[row, gate * hp + j] + gh[b, gate * hp + j]
-        h_old = h[b, j]
+        h_old = h[old, j]
         if self.kind == "lstm":
             c_old = cst[b, j]
             p = self.buf.get("P")
@@ -610,10 +651,10 @@ class _Kernel:
         else:
             h_new = keep(0, self.act(d, 0, self.clipped(pre(0))))
         if live is None:
-            T.buffer_store(h, h_new, [b, j])
+            T.buffer_store(h, h_new, [new, j])
             y = h_new
         else:
-            T.buffer_store(h, tirx.Select(live, h_new, h_old), [b, j])
+            T.buffer_store(h, tirx.Select(live, h_new, h_old), [new, j])
             y = tirx.Select(live, h_new, self.c(0))
         T.buffer_store(self.outs[0], y.astype(self.dtype), self.y_idx(t, d, b, j))
 
