@@ -67,6 +67,8 @@ def _conv(ic, oc, k, pad):
     (128, 32, 28, 28, 3, 1),   # the sweep's 520 us conv: one channel block per row
     (128, 32, 7, 7, 3, 1),
     (48, 48, 14, 14, 1, 0),    # pointwise: the pixel-GEMM template
+    (16, 8, 112, 112, 1, 0),   # MNASNet's 16 -> 8: one channel tile, split over pixel chunks
+    (96, 24, 56, 56, 1, 0),    # three channel tiles, each split in four
 ])
 def test_conv_kernels_have_a_parallel_loop_per_thread(ic, oc, h, w, k, pad):
     rng = np.random.default_rng(0)
@@ -110,6 +112,9 @@ def test_dense_has_a_parallel_loop_per_thread(units):
     (40, 32, 15, 13, 3, 1),    # odd rows and columns, one 16-channel block pair
     (24, 20, 11, 9, 3, 1),     # 20 channels: a zero-padded channel block
     (48, 48, 13, 13, 1, 0),    # pointwise on a 169-pixel plane (padded pixel tiles)
+    (8, 8, 67, 63, 1, 0),      # one channel tile in 8 pixel chunks, a padded last tile
+    (20, 4, 64, 67, 1, 0),     # 4 channels: 67 chunks of 2 tiles
+    (12, 12, 61, 71, 1, 0),    # 6-channel tiles, 271 pixel tiles (prime): not chunked
 ])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_split_conv_matches_numpy_on_odd_sizes(ic, oc, h, w, k, pad, threads, rng):

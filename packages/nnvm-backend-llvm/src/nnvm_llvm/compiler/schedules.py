@@ -619,10 +619,12 @@ def _schedule_conv2d_spatial(sch, func, anchor, info: ScheduleInfo, mr: int, nr:
     0.75-1.05x onnxruntime)."""
     b, c, i, j, rc, rh, rw = sch.get_loops(anchor)
     ic, width = _extent(sch, rc), _extent(sch, j)
+    nr, chunks = _pixel_split(sch, anchor, info, mr, nr)
     # every block over (channel, flat pixel): in (row, column) terms a tile of 32 pixels
     # straddles rows, and its region (so the register buffer and the write-back) would be
-    # whole rows
-    wb = sch.cache_write(anchor, 0, "local")
+    # whole rows; the tile "global", not "local": under ``STACK_BYTES`` TVM makes it a stack
+    # array inside each parallel task, which LLVM keeps in registers (``_pixel_split``)
+    wb = sch.cache_write(anchor, 0, "global")
     sch.transform_block_layout(anchor, lambda vb, vc, vi, vj, vr, vh, vw: (
         vb, vc, vi * width + vj, vr, vh, vw))
     sch.transform_layout(anchor, ("write", 0), lambda vb, vc, vi, vj: (vb, vc, vi * width + vj))
@@ -635,9 +637,12 @@ def _schedule_conv2d_spatial(sch, func, anchor, info: ScheduleInfo, mr: int, nr:
     co, ci = sch.split(c, [None, mr])
     po, pv, pi = sch.split(p, [None, nr // info.lanes, info.lanes])
     sch.reorder(b, co, po, rc, rh, rw, ci, pv, pi)
+    pc = None
+    if chunks > 1:
+        pc, po = sch.split(po, [chunks, None])
     sch.reverse_compute_at(wb, po)
     _epilogue_into(sch, func, wb)
-    outer = sch.fuse(b, co)
+    outer = sch.fuse(b, co, pc) if pc is not None else sch.fuse(b, co)
     work = _extent(sch, outer) * mr * _extent(sch, po) * nr * ic
     if info.knobs.get("parallel", work >= PARALLEL_MIN_WORK):
         _try(sch.parallel, outer)
@@ -650,6 +655,50 @@ def _schedule_conv2d_spatial(sch, func, anchor, info: ScheduleInfo, mr: int, nr:
     _try(sch.vectorize, sch.split(wl[-1], [None, info.lanes])[1])
     if xpad is not None:
         _parallel_rows(sch, xpad)
+
+
+#: parallel tasks a pointwise conv's channel tiles must give before the pixel tiles stay
+#: inside them: the pool cuts a launch into 4 tasks per thread (``threadpool.c``), so 8 at
+#: 2 threads
+PIXEL_TASKS = 8
+
+
+#: bytes under which TVM puts a buffer on the stack (``kMaxStackAlloca``); a larger one, or
+#: a "local" one, is a ``TVMBackendAllocWorkspace`` call whose pointer escapes
+STACK_BYTES = 1024
+
+
+def _pixel_split(sch, anchor, info: ScheduleInfo, mr: int, nr: int) -> tuple[int, int]:
+    """``(nr, chunks)``: the pixel tile and into how many equal chunks of pixel tiles the
+    pointwise conv's parallel loop splits each of its channel-tile tasks (1: none), the
+    fewest that give ``PIXEL_TASKS`` tasks in all and divide the tiles (an uneven split
+    leaves a predicate TVM scalarises). Why: MNASNet's 16 -> 8 channel conv at 112x112
+    (~30 us) is one tile of 8 channels, so its parallel loop had one iteration and the
+    second thread nothing to do. The chunk loop sits outside the tile loop, so each task runs
+    the 1-thread kernel's loops; but a parallel body is a closure whose pointers LLVM no
+    longer knows apart, so an accumulator in a workspace buffer was zeroed and stored every
+    tile (1 thread 30.8 -> 38.4 us); a chunked tile is kept under ``STACK_BYTES`` (8 x 16
+    floats, a stack array LLVM keeps in registers). One process, loaded 2-core box, min of
+    8 blocks, us old -> new, 1 / 2 threads: 16 -> 8 at 112x112 30.2 / 30.3 -> 28.4 / 15.0,
+    96 -> 24 at 56x56 135 / 91 -> 125 / 64, 48 -> 48 at 16x16 11.4 / 7.3 -> 10.3 / 6.6;
+    unchunked, the stack tile alone: 48 -> 48 at 14x14 9.9 / 10.0 -> 9.5 / 9.5, 48 -> 144
+    28.1 / 28.1 -> 26.7 / 26.7."""
+    b, c = sch.get_loops(anchor)[:2]
+    tasks = _extent(sch, b) * (_extent(sch, c) // mr)
+    if tasks >= PIXEL_TASKS:
+        return nr, 1
+    hw = 1
+    for lp in sch.get_loops(anchor)[2:4]:
+        hw *= _extent(sch, lp)
+    work = tasks * mr * hw * _extent(sch, sch.get_loops(anchor)[4])
+    if not info.knobs.get("parallel", work >= PARALLEL_MIN_WORK):
+        return nr, 1
+    bits = tvm.DataType(sch.get(anchor).writes[0].source.dtype).bits
+    tile = nr if mr * nr * bits // 8 < STACK_BYTES else info.lanes
+    tiles = -(-hw // tile)
+    want = -(-PIXEL_TASKS // tasks)
+    chunks = next((d for d in range(want, tiles // 2 + 1) if tiles % d == 0), 1)
+    return (tile, chunks) if chunks > 1 and mr * tile * bits // 8 < STACK_BYTES else (nr, 1)
 
 
 def _spatial_schedules(sch, func, info: ScheduleInfo, tile) -> bool:
