@@ -1,0 +1,110 @@
+"""Strided depthwise Convs through ``flat_window``'s kernel, checked against onnxruntime.
+
+A strided window pads its plane one pair of padded rows at a time (``pad_*`` placed under
+the phase copy's row loop, so the padded rows stay in L1), not the whole plane first: the
+cases cover what could go wrong there (the first and last phase rows, which read only
+padding; odd heights and widths, whose last phase row or column is part padding; padding on
+one side only; strides 2 and 3; dilation; a batch of two planes per channel).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tvm")
+ort = pytest.importorskip("onnxruntime")
+onnx = pytest.importorskip("onnx")
+from nnvm_llvm.compiler.flat_window import FlatPlane  # noqa: E402
+from nnvm_llvm.compiler.window_blocked import wants_blocked  # noqa: E402
+
+import nnvm  # noqa: E402
+
+#: (input shape, kernel, stride, pads (top, left, bottom, right), dilation, bias), by id
+CASES = [
+    pytest.param((1, 3, 41, 37), 3, 2, (1, 1, 1, 1), 1, True, id="k3_s2_odd_41x37"),
+    pytest.param((2, 4, 30, 33), 3, 2, (0, 0, 1, 1), 1, False, id="k3_s2_one_side_batch2"),
+    pytest.param((1, 2, 64, 64), 3, 2, (1, 1, 1, 1), 1, True, id="k3_s2_rows_whole_vectors"),
+    pytest.param((1, 5, 40, 29), 5, 2, (2, 2, 2, 2), 1, True, id="k5_s2_odd_40x29"),
+    pytest.param((1, 3, 31, 40), 3, 3, (1, 2, 1, 0), 1, False, id="k3_s3_asym"),
+    pytest.param((1, 2, 33, 35), 3, 2, (2, 2, 2, 2), 2, True, id="k3_s2_dilated"),
+]
+
+
+def _lanes() -> int:
+    from nnvm.backend import parse_target
+    from nnvm_llvm.compiler.target import tvm_target, vector_lanes
+
+    return vector_lanes(tvm_target(parse_target("llvm")))
+
+
+def _geometry(xs, k, s, pads, d, lanes) -> FlatPlane:
+    pt, pl, pb, pr = pads
+    oh = (xs[2] + pt + pb - (k - 1) * d - 1) // s + 1
+    ow = (xs[3] + pl + pr - (k - 1) * d - 1) // s + 1
+    return FlatPlane(k, k, s, s, d, d, pt, pl, xs[2], xs[3], oh, ow, lanes)
+
+
+def _model(xs, k, s, pads, d, bias, rng):
+    """A one-node ONNX depthwise Conv (with or without a bias) on an ``xs`` input."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    c, g = xs[1], _geometry(xs, k, s, pads, d, 16)
+    inits = {"W": rng.standard_normal((c, 1, k, k)).astype(np.float32)}
+    if bias:
+        inits["B"] = rng.standard_normal(c).astype(np.float32)
+    node = helper.make_node("Conv", ["x", *inits], ["y"], group=c, kernel_shape=[k, k],
+                            pads=list(pads), strides=[s, s], dilations=[d, d])
+    graph = helper.make_graph(
+        [node], "flat_strided", [helper.make_tensor_value_info("x", TensorProto.FLOAT, xs)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [xs[0], c, g.oh, g.ow])],
+        [numpy_helper.from_array(v, n) for n, v in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+@pytest.mark.parametrize("xs,k,s,pads,d,bias", CASES)
+def test_strided_flat_depthwise_matches_onnxruntime(xs, k, s, pads, d, bias):
+    assert not wants_blocked(_geometry(xs, k, s, pads, d, _lanes()), xs[1]), \
+        "the case must take the flat kernel"
+    rng = np.random.default_rng(14)
+    model = _model(xs, k, s, pads, d, bias, rng)
+    xv = rng.standard_normal(xs).astype(np.float32)
+    want = ort.InferenceSession(model.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, {"x": xv})[0]
+    g, params = nnvm.frontend.from_onnx(model, shape={"x": xs})
+    lib = nnvm.compiler.build(g, target="llvm", shape={"x": xs}, params=params)
+    assert lib.stats()["schedule_fallbacks"] == []
+    got = lib.run(x=xv)[0]
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_padded_rows_are_made_per_phase_row():
+    """The padded plane is made under the phase copy's row loop (``sh`` padded rows per
+    phase row), not as a whole plane before it."""
+    import nnvm.symbol as sym
+    import tvm
+    from nnvm_llvm.compiler.codegen import kernel_lowerings
+    from nnvm_llvm.compiler.schedules import ScheduleInfo, schedule
+
+    xs, c = (1, 3, 41, 37), 3
+    y = sym.conv2d(sym.Variable("x"), sym.Variable("w"), channels=c, kernel_size=(3, 3),
+                   strides=(2, 2), padding=(1, 1), groups=c, use_bias=False)
+    graph, params = nnvm.compiler.optimize(
+        y, shape={"x": xs}, params={"w": np.ones((c, 1, 3, 3), np.float32)})
+    (gl,) = [g for g in kernel_lowerings(graph, params, 16) if g.kind == "depthwise"]
+    info = ScheduleInfo("depthwise", 16)
+    func = schedule(gl.primfunc(16), info)
+    assert info.applied
+    sch = tvm.s_tir.Schedule(func)
+    names = [sch.get(b).name_hint for b in sch.get_child_blocks(sch.get_sblock("root"))]
+    plane = next(n for n in names if n.startswith("pad_") and not n.startswith("pad_phases")
+                 and not n.endswith("_pad_const"))
+    phases = next(n for n in names if n.startswith("pad_phases"))
+    plane_loops = sch.get_loops(sch.get_sblock(plane))
+    phase_loops = sch.get_loops(sch.get_sblock(phases))
+    # the task loop, then the phase row loop both share; the plane's own two rows inside
+    assert sch.get(plane_loops[1]).same_as(sch.get(phase_loops[1]))
+    assert int(sch.get(plane_loops[2]).extent) == 2
