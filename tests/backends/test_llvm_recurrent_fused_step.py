@@ -1,7 +1,8 @@
 """A long one-direction LSTM/GRU/RNN on dot tiles runs each step as one parallel loop in
 which every task computes its own units' products AND gates (``recurrent_loop.fused_step``,
 the state double-buffered), and stays equal to onnxruntime at 1 and 2 threads: odd unit
-chunk counts, batch 2, forward and reverse, fed initial states and ``sequence_lens``. The
+chunk counts, batch 2, forward and reverse, fed initial states and ``sequence_lens``
+(``layout`` 1, which onnxruntime rejects, against NNVM's reference kernel). The
 layers the fusion cannot take (a GRU with its reset before R, a hidden size that is not
 whole vectors) keep the split product with the gates after it, checked here too.
 
@@ -33,6 +34,7 @@ CASES = {
     "lstm-9-chunks-lens": ("LSTM", 7, 2, 24, 144, {"lens": True}, True),
     "lstm-8-steps-reverse": ("LSTM", 8, 1, 128, 128, {"direction": "reverse"}, True),
     "rnn-192-units": ("RNN", 8, 1, 32, 192, {}, True),
+    "lstm-layout1-batch2-lens": ("LSTM", 8, 2, 16, 128, {"layout": 1, "lens": True}, True),
     "gru-reset-before-r": ("GRU", 12, 2, 64, 128, {}, False),
     "lstm-odd-hidden-100": ("LSTM", 16, 2, 30, 100, {"lens": True}, False),
 }
@@ -40,7 +42,7 @@ CASES = {
 
 def _model(rng, op, seq, batch, n_in, hid, attrs):
     """``(model, feed)``: one ONNX recurrent node, initial states (and ``sequence_lens``
-    when ``attrs["lens"]``) fed."""
+    when ``attrs["lens"]``) fed; ``layout`` 1 puts the batch first."""
     pytest.importorskip("onnx")
     from onnx import TensorProto, helper, numpy_helper
 
@@ -53,9 +55,11 @@ def _model(rng, op, seq, batch, n_in, hid, attrs):
     inits = [numpy_helper.from_array(rng.uniform(-0.5, 0.5, s).astype("float32"), n)
              for n, s in (("W", (1, g * hid, n_in)), ("R", (1, g * hid, hid)),
                           ("B", (1, 2 * g * hid)))]
-    shapes = {"x": (seq, batch, n_in), "h": (1, batch, hid)}
+    major = (batch, seq) if attrs.get("layout") else (seq, batch)  # layout 1: batch first
+    state = (batch, 1, hid) if attrs.get("layout") else (1, batch, hid)
+    shapes = {"x": (*major, n_in), "h": state}
     if op == "LSTM":
-        shapes["c"] = (1, batch, hid)
+        shapes["c"] = state
     feed = {k: rng.uniform(-1, 1, s).astype("float32") for k, s in shapes.items()}
     inputs = [helper.make_tensor_value_info(k, TensorProto.FLOAT, s) for k, s in shapes.items()]
     if lens:  # one entry stops early: its later steps keep the state and output 0
@@ -78,8 +82,13 @@ def test_step_paths_match_onnxruntime(case, threads):
                               dtype={k: v.dtype.name for k, v in feed.items()})
     assert lib.stats()["num_fallback_kernels"] == 0, lib.stats()["unsupported_ops"]
     lib.set_num_threads(threads)
-    want = ort.InferenceSession(model.SerializeToString(),
-                                providers=["CPUExecutionProvider"]).run(None, feed)
+    if attrs.get("layout"):  # onnxruntime's CPU kernels reject layout 1: NNVM's reference
+        want = nnvm.compiler.build(g, target="reference", shape=shape, params=params,
+                                   dtype={k: v.dtype.name for k, v in feed.items()}).run(
+            **{k: v for k, v in feed.items() if k in lib.input_names})
+    else:
+        want = ort.InferenceSession(model.SerializeToString(),
+                                    providers=["CPUExecutionProvider"]).run(None, feed)
     for _ in range(2):  # a second run starts from the same buffers: no state carried over
         got = lib.run(**{k: v for k, v in feed.items() if k in lib.input_names})
         assert len(got) == len(want)
