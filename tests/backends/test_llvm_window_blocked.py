@@ -90,13 +90,17 @@ def test_every_tuning_knob_of_a_blocked_kernel_schedules():
     assert_knobs_schedule((1, 48, 7, 7), (5, 5), (1, 1), (2, 2, 2, 2), {"tile", "parallel"})
 
 
-def _scheduled_blocked(xs, kernel, strides, padding, dilation) -> str:
-    """The scheduled TIR of the depthwise kernel of one model, as text."""
+def _scheduled_blocked(xs, kernel, strides, padding, dilation, constant_weight=True) -> str:
+    """The scheduled TIR of the depthwise kernel of one model, as text; its weight a
+    parameter (packed at load) or an input (copied per call)."""
     from nnvm_llvm.compiler.codegen import kernel_lowerings
     from nnvm_llvm.compiler.schedules import ScheduleInfo, schedule
 
     y, params = _model(xs, kernel, strides, padding, dilation, np.random.default_rng(7))
-    graph, params = nnvm.compiler.optimize(y, shape={"x": xs}, params=params)
+    shape = {"x": xs}
+    if not constant_weight:
+        shape["w"] = params.pop("w").shape
+    graph, params = nnvm.compiler.optimize(y, shape=shape, params=params)
     (gl,) = [g for g in kernel_lowerings(graph, params, 16) if g.kind == "depthwise"]
     info = ScheduleInfo("depthwise", 16)
     text = str(schedule(gl.primfunc(16), info))
@@ -106,17 +110,34 @@ def _scheduled_blocked(xs, kernel, strides, padding, dilation) -> str:
 
 @pytest.mark.parametrize("channels", [48, 40])
 def test_blocked_depthwise_copies_weights_in_vectors_and_pads_only_the_border(channels):
-    """The per-task weight copy is a TVM vector (16 strided loads), not left to LLVM (which
-    made it gathers behind a permute chain), and the padded planes keep their bound check
-    (zeros written on the border only) instead of a fill of the whole plane then the copy;
-    40 channels also cover the weight copy's guard of the padded lanes (zero weights)."""
+    """A weight that is an input is copied per task as a TVM vector (16 strided loads), not
+    left to LLVM (which made it gathers behind a permute chain); a constant one is packed at
+    load (no copy at all). The padded planes keep their bound check (zeros written on the
+    border only) instead of a fill of the whole plane then the copy; 40 channels also cover
+    the weight copy's guard of the padded lanes (zero weights)."""
     xs = (1, channels, 7, 7)
     case = (xs, (5, 5), (1, 1), (2, 2, 2, 2), (1, 1))
     assert wants_blocked(_geometry(*case), channels)
-    text = _scheduled_blocked(*case)
+    text = _scheduled_blocked(*case, constant_weight=False)
     loops = text[:text.index('T.sblock("pad_wblock_')].splitlines()[-3:]
     assert any("T.vectorized(16)" in line for line in loops), loops
     assert "_pad_const" not in text
+    packed = _scheduled_blocked(*case)
+    assert "pad_wblock_" not in packed and "_pad_const" not in packed
+
+
+@pytest.mark.parametrize("case", ["channels_40_k3", "batch2_5x6_k5"])
+def test_blocked_depthwise_with_an_input_weight_matches_reference(case):
+    """The weight fed at run time (not packed at load): the per-call blocked copy."""
+    xs, kernel, strides, padding, dilation = CASES[case]
+    rng = np.random.default_rng(21)
+    y, params = _model(xs, kernel, strides, padding, dilation, rng)
+    w = params.pop("w")
+    xv = (rng.standard_normal(xs) * 3).astype("float32")
+    shape = {"x": xs, "w": w.shape}
+    got, want = [nnvm.compiler.build(y, target=t, shape=shape, params=params).run(x=xv, w=w)[0]
+                 for t in ("llvm", "reference")]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
 def test_blocked_depthwise_with_padding_wider_than_the_plane_matches_reference():
