@@ -1,7 +1,8 @@
 """Strided depthwise Convs through ``flat_window``'s kernel, checked against onnxruntime.
 
-A strided window pads its plane one pair of padded rows at a time (``pad_*`` placed under
-the phase copy's row loop, so the padded rows stay in L1), not the whole plane first: the
+A strided window over planes padded to more than ``WHOLE_PADDED_PLANE_MAX_BYTES`` pads them
+``sh`` padded rows at a time (``pad_*`` placed under the phase copy's row loop, so the
+padded rows stay in L1), not the whole plane first (smaller planes: the last case): the
 cases cover what could go wrong there (the first and last phase rows, which read only
 padding; odd heights and widths, whose last phase row or column is part padding; padding on
 one side only; strides 2 and 3; dilation; a batch of two planes per channel).
@@ -22,12 +23,13 @@ import nnvm  # noqa: E402
 
 #: (input shape, kernel, stride, pads (top, left, bottom, right), dilation, bias), by id
 CASES = [
-    pytest.param((1, 3, 41, 37), 3, 2, (1, 1, 1, 1), 1, True, id="k3_s2_odd_41x37"),
-    pytest.param((2, 4, 30, 33), 3, 2, (0, 0, 1, 1), 1, False, id="k3_s2_one_side_batch2"),
-    pytest.param((1, 2, 64, 64), 3, 2, (1, 1, 1, 1), 1, True, id="k3_s2_rows_whole_vectors"),
-    pytest.param((1, 5, 40, 29), 5, 2, (2, 2, 2, 2), 1, True, id="k5_s2_odd_40x29"),
-    pytest.param((1, 3, 31, 40), 3, 3, (1, 2, 1, 0), 1, False, id="k3_s3_asym"),
-    pytest.param((1, 2, 33, 35), 3, 2, (2, 2, 2, 2), 2, True, id="k3_s2_dilated"),
+    pytest.param((1, 3, 81, 77), 3, 2, (1, 1, 1, 1), 1, True, id="k3_s2_odd_81x77"),
+    pytest.param((2, 4, 70, 73), 3, 2, (0, 0, 1, 1), 1, False, id="k3_s2_one_side_batch2"),
+    pytest.param((1, 2, 128, 128), 3, 2, (1, 1, 1, 1), 1, True, id="k3_s2_rows_whole_vectors"),
+    pytest.param((1, 5, 80, 69), 5, 2, (2, 2, 2, 2), 1, True, id="k5_s2_odd_80x69"),
+    pytest.param((1, 3, 91, 100), 3, 3, (1, 2, 1, 0), 1, False, id="k3_s3_asym"),
+    pytest.param((1, 2, 73, 75), 3, 2, (2, 2, 2, 2), 2, True, id="k3_s2_dilated"),
+    pytest.param((1, 3, 41, 37), 3, 2, (1, 1, 1, 1), 1, True, id="k3_s2_small_plane_whole"),
 ]
 
 
@@ -89,7 +91,7 @@ def test_padded_rows_are_made_per_phase_row():
     from nnvm_llvm.compiler.codegen import kernel_lowerings
     from nnvm_llvm.compiler.schedules import ScheduleInfo, schedule
 
-    xs, c = (1, 3, 41, 37), 3
+    xs, c = (1, 3, 81, 77), 3
     y = sym.conv2d(sym.Variable("x"), sym.Variable("w"), channels=c, kernel_size=(3, 3),
                    strides=(2, 2), padding=(1, 1), groups=c, use_bias=False)
     graph, params = nnvm.compiler.optimize(

@@ -15,11 +15,12 @@ Here, per (n, c) plane, inside the parallel loop:
 1. the plane is padded into a small buffer that stays in cache (``pad_*``), split into its
    ``sh x sw`` *stride phases* (phase ``(a, e)`` holds padded rows ``a, a + sh, ...`` and
    columns ``e, e + sw, ...``), so every tap of a strided window reads a phase at unit
-   stride; the copy is paid once, the loads ``kh x kw`` times. Strided, the padded plane
-   is made ``sh`` rows at a time inside the phase copy's row loop, so it lives in L1; made
-   whole first (a zero-filled plane, the copy, then the split: three passes over a plane
-   that may not fit in L2), 3 x 3 s2 over 64 x 200 x 152 took 556 us, now 413 us, and over
-   32 x 400 x 304 1736 us, now 1580 us (1 thread, interleaved, load 2.5);
+   stride; the copy is paid once, the loads ``kh x kw`` times. Strided, a padded plane
+   over ``WHOLE_PADDED_PLANE_MAX_BYTES`` is made ``sh`` rows at a time inside the phase
+   copy's row loop, so it lives in L1; made whole first (a zero-filled plane, the copy,
+   then the split: three passes over a plane that may not fit in L2), 3 x 3 s2 over
+   64 x 200 x 152 took 556 us, now 413 us, and over 32 x 400 x 304 1736 us, now 1580 us
+   (1 thread, interleaved, load 2.5);
 2. the window is computed over the phase planes *flattened*: output ``(i, j)`` sits at
    ``p = i * Wrow + j`` where ``Wrow`` is the phase planes' row pitch, and tap ``(rh, rw)``
    reads the flat phase plane at ``p + off(rh, rw)``, one contiguous vector load per tap
@@ -44,6 +45,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import tvm
 from tvm import te, tirx
 
 from .pool_rows import POOL_ACCUMULATOR_SCOPE
@@ -57,6 +59,12 @@ SHORT_ROWS_UNROLLED = 32
 #: at 1.4 rather than 1.15, 3 x 3 over 128 x 50 x 50 ran 155 -> 130 us and 32 x 35 x 35
 #: 21.5 -> 17.9 us; at 2, stride-2 rows of 19 ran slower than flat (1 thread)
 ROW_TILE_WASTE_MAX = 1.4
+#: largest padded plane a strided window pads whole (one flat fill, then the copy) before
+#: splitting its phases; larger ones are padded two rows at a time under the phase copy's
+#: row loop, in L1. Whole, 3 x 3 s2 over 144 x 56 x 56 (13 KB planes) ran 115 us and per
+#: row 158; over 24 x 75 x 75 (25 KB) 51 us whole and 47 per row, over 32 x 112 x 112
+#: (51 KB) 122 and 97 (1 thread, interleaved, load 3.1)
+WHOLE_PADDED_PLANE_MAX_BYTES = 16 * 1024
 #: rows per register tile of a row-tiled depthwise window, in order of preference
 ROW_TILE_PREFS = (5, 4, 6, 3, 7, 8, 2)
 
@@ -242,10 +250,11 @@ def schedule_flat(sch, anchor, info, extent, parallel_min_work: int) -> bool:
     plane = next((pr for pr in sch.get_producers(pad)
                   if sch.get(pr).name_hint.startswith("pad_")), None)
     sch.compute_at(pad, bc)
-    if plane is not None:  # strided: padded rows made per phase row, then de-interleaved
+    if plane is not None:  # strided: the padded plane (or its rows), then de-interleaved
         row = _deinterleave(sch, pad)
-        sch.compute_at(plane, row)
-        try_decompose_padding(sch, plane, info.lanes, under=row)
+        per_row = _plane_bytes(sch, plane) > WHOLE_PADDED_PLANE_MAX_BYTES
+        sch.compute_at(plane, row if per_row else bc)
+        try_decompose_padding(sch, plane, info.lanes, under=row if per_row else None)
     else:
         try_decompose_padding(sch, pad, info.lanes)
     _flatten_rows(sch, pad)
@@ -325,6 +334,12 @@ def _deinterleave(sch, phases):
     sch.reorder(r, a, t, e)
     sch.unroll(e)
     return r
+
+
+def _plane_bytes(sch, block) -> int:
+    """Bytes of one plane (the last two axes) of the buffer ``block`` writes."""
+    buf = sch.get(block).writes[0].source
+    return int(buf.shape[-2]) * int(buf.shape[-1]) * ((tvm.DataType(str(buf.dtype)).bits + 7) // 8)
 
 
 def _sizes(sch, anchor, extent) -> tuple[int, int, int]:
