@@ -45,10 +45,9 @@ from __future__ import annotations
 import dataclasses
 import math
 
-import tvm
 from tvm import te, tirx
 
-from .pool_rows import POOL_ACCUMULATOR_SCOPE
+from .pool_rows import POOL_ACCUMULATOR_SCOPE, plane_bytes
 
 #: output vectors per register tile (independent accumulators): an FMA chain of one vector
 #: per tile waits on its own latency at every tap
@@ -252,7 +251,7 @@ def schedule_flat(sch, anchor, info, extent, parallel_min_work: int) -> bool:
     sch.compute_at(pad, bc)
     if plane is not None:  # strided: the padded plane (or its rows), then de-interleaved
         row = _deinterleave(sch, pad)
-        per_row = _plane_bytes(sch, plane) > WHOLE_PADDED_PLANE_MAX_BYTES
+        per_row = plane_bytes(sch, plane) > WHOLE_PADDED_PLANE_MAX_BYTES
         sch.compute_at(plane, row if per_row else bc)
         try_decompose_padding(sch, plane, info.lanes, under=row if per_row else None)
     else:
@@ -334,12 +333,6 @@ def _deinterleave(sch, phases):
     sch.reorder(r, a, t, e)
     sch.unroll(e)
     return r
-
-
-def _plane_bytes(sch, block) -> int:
-    """Bytes of one plane (the last two axes) of the buffer ``block`` writes."""
-    buf = sch.get(block).writes[0].source
-    return int(buf.shape[-2]) * int(buf.shape[-1]) * ((tvm.DataType(str(buf.dtype)).bits + 7) // 8)
 
 
 def _sizes(sch, anchor, extent) -> tuple[int, int, int]:

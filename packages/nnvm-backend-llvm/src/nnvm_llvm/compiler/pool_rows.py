@@ -84,12 +84,12 @@ def schedule_pool_rows(sch, anchor, pad, info, extent, parallel_min_work: int,
         for blk in (init, wb):
             sch.vectorize(sch.get_loops(blk)[-1])
     if pad is not None:  # the padded plane, or the rows one output row reads, in L1
-        whole_plane = work > TINY_POOL_OUTPUTS and _plane_bytes(sch, pad) <= PLANE_PAD_MAX_BYTES
+        whole_plane = work > TINY_POOL_OUTPUTS and plane_bytes(sch, pad) <= PLANE_PAD_MAX_BYTES
         sch.compute_at(pad, bc if whole_plane else i)
     return True
 
 
-def _plane_bytes(sch, pad) -> int:
+def plane_bytes(sch, pad) -> int:
     """Bytes of one padded plane: the pad block's buffer without its batch and channel."""
     buf = sch.get(pad).writes[0].source
     n = (tvm.DataType(str(buf.dtype)).bits + 7) // 8
