@@ -100,9 +100,8 @@ class _GroupLowering:
         self.kind = lowering.kind_of(master)
         if master.op.name == "matmul":
             self.kind = gemm.kind_of(master, group.master in self.node_packed)
-        elif master.op.name == "conv2d" and group.master in self.node_packed \
-                and self.kind != "depthwise":
-            self.kind = "conv2d"  # grouped convs with packed weights use the blocked template
+        elif master.op.name == "conv2d" and group.master in self.node_packed:
+            self.kind = lowering.packed_conv_kind(master, self.kind)
         elif master.op.name == "conv_transpose":
             self.kind = tconv.kind_of(master, [shapes[rptr[i] + k] for i, k, _ in
                                                idx.inputs[group.master]]) or self.kind

@@ -929,6 +929,12 @@ def kind_of(node) -> str:
     return rule.kind if rule is not None else "injective"
 
 
+def packed_conv_kind(node, kind: str) -> str:
+    """The template of a conv2d group whose weights are packed at load: grouped convs use
+    the blocked conv2d template; depthwise keeps its own."""
+    return kind if kind == "depthwise" else "conv2d"
+
+
 def packed_input_shape(layout: str, shape, block: int) -> tuple:
     return packed_shape(layout, tuple(shape), block)
 
