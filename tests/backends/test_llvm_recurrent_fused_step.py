@@ -1,10 +1,11 @@
-"""A long one-direction LSTM/GRU/RNN on dot tiles runs each step as one parallel loop in
-which every task computes its own units' products AND gates (``recurrent_loop.fused_step``,
-the state double-buffered), and stays equal to onnxruntime at 1 and 2 threads: odd unit
-chunk counts, batch 2, forward and reverse, fed initial states and ``sequence_lens``
-(``layout`` 1, which onnxruntime rejects, against NNVM's reference kernel). The
-layers the fusion cannot take (a GRU with its reset before R, a hidden size that is not
-whole vectors) keep the split product with the gates after it, checked here too.
+"""A long one-direction LSTM/GRU/RNN on dot tiles splits each step into parts that compute
+their own units' products AND gates (``recurrent_loop.step_units``, the state
+double-buffered; all steps in one launch, ``test_llvm_recurrent_claimed_steps``), and
+stays equal to onnxruntime at 1 and 2 threads: odd unit chunk counts, batch 2, forward
+and reverse, fed initial states and ``sequence_lens`` (``layout`` 1, which onnxruntime
+rejects, against NNVM's reference kernel). The layers the fusion cannot take (a GRU with
+its reset before R, a hidden size that is not whole vectors) keep the split product with
+the gates after it, checked here too.
 
 Why: with only the product split, a 64-step 128-unit GRU ran as fast at 2 threads as at 1
 (the gates on one thread after each launch). Speed is measured by

@@ -36,13 +36,16 @@ or dot products reduced by halving.
 Both directions of a bidirectional layer run in parallel when the thread pool has two
 workers and the work is large enough; a one-direction layer splits its input projection's
 rows and, when long enough (``STEP_SPLIT_MIN_WORK``), each step's recurrent product across
-threads (a parallel launch per step: the pool's workers spin between back-to-back launches,
-and a worker that is descheduled only leaves its tasks to the caller). On dot tiles, each
-task of that launch also computes its own units' gates (``fused_step``, the state
-double-buffered) unless a gate reads another unit's product (GRU with its reset before R).
-No barrier inside one launch for all steps instead: the pool lets one thread run every
-task of a launch in turn (a descheduled worker's tasks go to the caller), so a task
-spinning on a step barrier would wait for tasks its own thread has yet to run.
+threads. On dot tiles (unless a gate reads another unit's product: GRU with its reset
+before R) the whole time loop is ONE parallel launch (``claimed_steps``): each step's units
+are cut into one part per thread, and every task loops over the steps, claiming parts and
+computing their products AND gates (``step_units``, the state double-buffered), then
+waiting for the step's other parts (``threadpool.c``'s ``nnvm_step_*``). Otherwise a
+parallel launch per step splits the product (the pool's workers spin between back-to-back
+launches, and a descheduled worker only leaves its tasks to the caller), its gates after
+it on the calling thread. Why not a barrier that waits for every task: the pool lets one
+thread run the tasks of a launch in turn, so a task waiting for all the others could wait
+for one its own thread has yet to run; a part is only waited for once it is claimed.
 Every ONNX attribute the reference kernel
 (``nnvm.ops.sequence``) knows is kept: per-direction activations with alpha/beta, ``clip``,
 ``layout`` 1, ``sequence_lens`` (a step past a batch entry's length keeps its state and
@@ -144,6 +147,12 @@ PANEL_MIN_STEPS = 8
 #: of one or a few steps would meet sleeping workers (a per-frame LSTM step ran 3x slower on
 #: 2 threads with 1 << 15 of work)
 STEP_SPLIT_MIN_WORK = 1 << 15
+
+#: tasks of the one launch of ``claimed_steps``: the pool cuts a launch into 4 tasks a
+#: thread and deals them out in blocks, so 8 puts a task at the front of each of two
+#: threads' blocks (and of more threads' through stealing); a task beyond the step parts
+#: finds the steps done and ends after two calls
+STEP_TASKS = 8
 
 
 def _ceil(n: int, m: int) -> int:
@@ -261,8 +270,8 @@ class _Kernel:
         self.split_steps = threads_ok and not self.parallel_dirs and \
             step >= STEP_SPLIT_MIN_WORK and self.seq * self.batch * step >= PARALLEL_MIN_WORK
         # a split step on dot tiles whose gates read no product of another unit's gate (all
-        # but the GRU with its reset before R) is one launch in which each task also
-        # computes its own units' gates (``fused_step``)
+        # but the GRU with its reset before R): each part of a step also computes its own
+        # units' gates, all steps in one launch (``claimed_steps``)
         self.fused_steps = self.split_steps and self.dots_fit(self.hid) and not (
             kind == "gru" and not attrs.get("linear_before_reset"))
 
@@ -553,14 +562,15 @@ class _Kernel:
             self.transpose(d, self.buf["R"], panels, hid)
         reverse = self.attrs.get("direction") == "reverse" or d == 1
         lens = self.buf.get("sequence_lens")
-        with T.serial(0, seq) as s:
-            t = (seq - 1 - s) if reverse else s
-            with T.serial(0, batch) as b:
-                live = None if lens is None else t < lens[b].astype("int32")
-                flip = (s * batch + b) % 2 == 1  # every other GEMV backwards (L2 reuse)
-                if self.fused_steps:
-                    self.fused_step(d, t, s, b, gx, gh, h, cst, tmp, live, bh, flip)
-                else:
+        if self.fused_steps:
+            self.claimed_steps(lambda s, c0, c1: self.step_units(
+                d, s, c0, c1, reverse, lens, gx, gh, h, cst, bh))
+        else:
+            with T.serial(0, seq) as s:
+                t = (seq - 1 - s) if reverse else s
+                with T.serial(0, batch) as b:
+                    live = None if lens is None else t < lens[b].astype("int32")
+                    flip = (s * batch + b) % 2 == 1  # every other GEMV backwards (L2 reuse)
                     self.split_step(d, t, b, gx, gh, h, cst, rh, tmp, live, panels, bh, flip)
         last = seq % 2 * batch if self.fused_steps else 0  # the buffer of the last step
         with T.serial(0, batch) as b:
@@ -584,33 +594,74 @@ class _Kernel:
             self.recurrent(d, gh, b, lambda k: rh[b, k], 2 * hid, g_h, panels, bias)
         self.vec_loop(hid, lambda j: self.cell(d, t, b, j, gx, gh, h, cst, tmp, live))
 
-    def fused_step(self, d, t, s, b, gx, gh, h, cst, tmp, live, bias, flip):
-        """Step ``s`` of batch entry ``b`` as one parallel loop over chunks of ``lanes``
-        units: each task computes its units' rows of every gate's product (one dot tile a
-        gate) and then their gate arithmetic. Why: with only the product split (a launch
-        per step, then the gates on the calling thread) a 64-step 128-unit GRU ran as fast
-        at 2 threads as at 1, the gates' serial part and the launch cancelling the split.
-        The state is double-buffered (rows ``s % 2`` of ``h`` read, the other written), so
-        no task overwrites a unit another task's product still reads in the same step; the
-        next step's launch is the barrier between steps. Where ``flip`` holds, chunks and
-        gates run last to first, as ``recurrent`` runs its tiles (L2 reuse). The cell's
-        intermediates live in the task's register tiles, not the shared scratch: through
-        the scratch the fused LSTM 8 x 128 was 3% slower at 1 thread than the split
-        product; with them, one process A/B at load 2.6, blocks alternated: GRU 64 x 128
-        188 -> 179 us at 1 thread, 194 -> 188 us at 2; LSTM 8 x 128 38.0 -> 37.1 us at 1
-        thread, paired 2-thread ratio 0.98 (the second core was rarely free)."""
-        lanes, hid, batch, g = self.lanes, self.hid, self.batch, self.g
-        old, new = s % 2 * batch + b, (s + 1) % 2 * batch + b
-        with T.parallel(0, hid // lanes) as u:
-            u = tirx.Select(flip, hid // lanes - 1 - u, u)
-            for gi in range(g):
-                n0 = tirx.Select(flip, g - 1 - gi, gi) * hid + u * lanes
-                self.gemm_dots(gh, 1, lambda row: b, lambda row, k: h[old, k], self.buf["R"],
-                               d, n0, n0 + lanes, hid, bias)
-            regs = registers(5, (lanes,), self.acc)  # the cell's intermediates, per task
-            with T.vectorized(0, lanes) as ji:
-                self.cell(d, t, b, u * lanes + ji, gx, gh, h, cst, tmp, live, (old, new),
-                          lambda slot, ji=ji: (regs[slot], [ji]))
+    def claimed_steps(self, step):
+        """Every step ``s`` as ``step(s, c0, c1)`` calls on chunks ``[c0, c1)`` of ``lanes``
+        units covering them all, in ONE parallel launch when the pool has threads to give
+        (``threadpool.c``'s ``nnvm_step_parts``), serially without a launch otherwise.
+
+        In the launch, each task loops: claim a part of the current step (its thread's own
+        part first: each core keeps its weight rows in its own cache), compute it, mark it
+        done, claim again; when no part is left, wait for the step to end and go on from the
+        step the others reached (a task that started late, or an extra task of a thread that
+        finished, skips the steps already done). The state is one word in a buffer of this
+        kernel (zeroed before the launch). Why: a launch per step (the earlier
+        ``fused_step``) cost about what splitting the step saved on a 64-step 128-unit GRU
+        (2 threads as slow as 1); one launch leaves a claim, a done and a wait per step and
+        thread, a few contended cache lines."""
+        chunks = self.hid // self.lanes
+        parts = T.alloc_buffer((1,), "int32")
+        T.buffer_store(parts, T.call_extern("int32", "nnvm_step_parts", chunks), [0])
+        with T.If(parts[0] > 1):
+            with T.Then():
+                state = T.alloc_buffer((8,), "int64", align=64)  # one cache line
+                T.buffer_store(state, tirx.const(0, "int64"), [0])
+                with T.parallel(0, STEP_TASKS):
+                    at, part = registers(2, (1,), "int32")
+                    T.buffer_store(at, 0, [0])
+                    with T.While(at[0] < self.seq):
+                        s = at[0]
+                        claim = T.call_extern("int32", "nnvm_step_claim", state.data, s,
+                                              parts[0])
+                        T.buffer_store(part, claim, [0])
+                        with T.While(part[0] >= 0):
+                            step(s, part[0] * chunks // parts[0],
+                                 (part[0] + 1) * chunks // parts[0])
+                            T.evaluate(T.call_extern("int32", "nnvm_step_done", state.data, s,
+                                                     parts[0]))
+                            T.buffer_store(part, claim, [0])
+                        T.buffer_store(at, T.call_extern("int32", "nnvm_step_wait",
+                                                         state.data, s), [0])
+            with T.Else():
+                with T.serial(0, self.seq) as s:
+                    step(s, 0, chunks)
+
+    def step_units(self, d, s, c0, c1, reverse, lens, gx, gh, h, cst, bias):
+        """Step ``s`` of every batch entry for the units of chunks ``[c0, c1)`` (``lanes``
+        units each): each chunk's rows of every gate's product (one dot tile a gate), then
+        their gate arithmetic, so no other chunk's product is read. The state is
+        double-buffered (rows ``s % 2`` of ``h`` read, the other written): no part
+        overwrites a unit another part's product still reads in the same step. Every other
+        step (``flip``) runs chunks and gates last to first, as ``recurrent`` runs its tiles
+        (L2 reuse). The cell's intermediates live in register tiles, not the shared scratch:
+        through the scratch the fused LSTM 8 x 128 was 3% slower at 1 thread than the split
+        product; with them, one process A/B at load 2.6: GRU 64 x 128 188 -> 179 us at 1
+        thread, LSTM 8 x 128 38.0 -> 37.1 us."""
+        lanes, hid, batch, g, seq = self.lanes, self.hid, self.batch, self.g, self.seq
+        t = (seq - 1 - s) if reverse else s
+        with T.serial(0, batch) as b:
+            live = None if lens is None else t < lens[b].astype("int32")
+            flip = (s * batch + b) % 2 == 1
+            old, new = s % 2 * batch + b, (s + 1) % 2 * batch + b
+            with T.serial(0, c1 - c0) as c:
+                u = tirx.Select(flip, c1 - 1 - c, c0 + c)
+                for gi in range(g):
+                    n0 = tirx.Select(flip, g - 1 - gi, gi) * hid + u * lanes
+                    self.gemm_dots(gh, 1, lambda row: b, lambda row, k: h[old, k],
+                                   self.buf["R"], d, n0, n0 + lanes, hid, bias)
+                regs = registers(5, (lanes,), self.acc)  # the cell's intermediates
+                with T.vectorized(0, lanes) as ji:
+                    self.cell(d, t, b, u * lanes + ji, gx, gh, h, cst, None, live, (old, new),
+                              lambda slot, ji=ji: (regs[slot], [ji]))
 
     def cell(self, d, t, b, j, gx, gh, h, cst, tmp, live, rows=None, slot_at=None):
         """Gate arithmetic of unit ``j``: new state into the scratch, ``Y[t]`` out.
@@ -620,10 +671,10 @@ class _Kernel:
         times, so nested gates grow exponentially), and binding it to a variable
         (``T.Bind``) is miscompiled by TVM 0.27's vectoriser when the value holds ``isnan``
         (all lanes get lane 0's value), which the NaN-keeping tanh does. ``slot_at(slot)``
-        names another ``(buffer, index)`` for a slot (``fused_step``'s register tiles)."""
+        names another ``(buffer, index)`` for a slot (``step_units``' register tiles)."""
         hp, batch = self.hp, self.batch
         row = t * batch + b
-        old, new = rows or (b, b)  # the state rows read and written (``fused_step``)
+        old, new = rows or (b, b)  # the state rows read and written (``step_units``)
         slot_at = slot_at or (lambda slot: (tmp, [slot, b, j]))
 
         def keep(slot, value):

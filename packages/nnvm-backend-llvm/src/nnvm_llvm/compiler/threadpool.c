@@ -62,6 +62,7 @@ static NNVMParallelLambda g_fn;
 static void* g_cdata;
 static NNVMParallelEnv g_env;
 static __thread int t_in_pool = 0;
+static __thread int t_home = 0;   /* this thread's shard: the caller's 0, worker i's i */
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -96,6 +97,7 @@ static void* worker_main(void* arg) {
   int home = (int)(intptr_t)arg;  /* this worker's shard (the caller's is 0) */
   uint64_t seen = g_start_gen;  /* a launch may bump g_gen before this thread first runs */
   t_in_pool = 1;
+  t_home = home;
   for (;;) {
     int spins = 0;
     while (__atomic_load_n(&g_gen, __ATOMIC_ACQUIRE) == seen && !g_stop) {
@@ -177,6 +179,69 @@ static int nnvm_parallel_launch(NNVMParallelLambda fn, void* cdata, int num_task
   int failed = g_failed;
   pthread_mutex_unlock(&g_launch_mu);
   return failed ? -1 : 0;
+}
+
+/* The steps of a recurrence inside ONE launch (recurrent_loop's claimed steps): each step's
+ * units are cut into `parts`, and every task of the launch loops over the steps, claiming
+ * parts of the current step until none is left, then waiting for the step's claimed parts
+ * to finish. Why not a launch per step: on a 64-step 128-unit GRU the launch and the
+ * claims of its tasks (two contended atomics a task) cost about what the split step saved
+ * (2 threads no faster than 1). Why not a barrier that waits for every task (TVM's
+ * TVMBackendParallelBarrier): this pool lets one thread run a launch's tasks in turn when
+ * a worker is late (asleep or descheduled), so a task waiting for all the others could
+ * wait for one its own thread has yet to run. Here a thread waits only for parts someone
+ * claimed, which a running thread is computing; a late worker finds the parts it would
+ * have taken done by the others and joins at the step they reached. The state is one word
+ * in the kernel's own buffer, zeroed before the launch:
+ * (step << 32) | (mask of claimed parts << 16) | count of parts done. */
+#define NNVM_STEP_PARTS_MAX 8
+
+/* Parts a step is cut into: one per pool thread (at most NNVM_STEP_PARTS_MAX and `units`);
+ * 1 (run the steps serially, no launch) at one thread or inside another launch's task. */
+int32_t nnvm_step_parts(int32_t units) {
+  int n = t_in_pool ? 1 : g_num_threads;
+  if (n > NNVM_STEP_PARTS_MAX) n = NNVM_STEP_PARTS_MAX;
+  return units < n ? units : n;
+}
+
+/* A part of `step` for the calling thread, its own (shard index mod parts) first so each
+ * core keeps reading the same weight rows from its own cache; -1 when every part is taken
+ * or the step is over. */
+int32_t nnvm_step_claim(uint64_t* state, int32_t step, int32_t parts) {
+  uint64_t cur = __atomic_load_n(state, __ATOMIC_ACQUIRE);
+  uint32_t all = (1u << parts) - 1, home = 1u << (t_home % parts);
+  for (;;) {
+    if ((uint32_t)(cur >> 32) != (uint32_t)step) return -1;
+    uint32_t free = ~(uint32_t)(cur >> 16) & all;
+    if (free == 0) return -1;
+    uint32_t pick = (free & home) ? home : (free & (0u - free));
+    if (__atomic_compare_exchange_n(state, &cur, cur | ((uint64_t)pick << 16), 0,
+                                    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+      return __builtin_ctz(pick);
+  }
+}
+
+/* A claimed part of `step` is finished (its writes released); the last one opens the next
+ * step. */
+int32_t nnvm_step_done(uint64_t* state, int32_t step, int32_t parts) {
+  uint64_t cur = __atomic_load_n(state, __ATOMIC_RELAXED);
+  for (;;) {
+    uint64_t next = (cur & 0xffff) + 1 == (uint64_t)parts
+        ? (uint64_t)(uint32_t)(step + 1) << 32 : cur + 1;
+    if (__atomic_compare_exchange_n(state, &cur, next, 0, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_RELAXED))
+      return 0;
+  }
+}
+
+/* Wait until `step` is over (every part of it done); returns the step now open, which is
+ * past `step` by more than one when this thread joined late. */
+int32_t nnvm_step_wait(uint64_t* state, int32_t step) {
+  for (int spins = 0;; ++spins) {
+    uint64_t cur = __atomic_load_n(state, __ATOMIC_ACQUIRE);
+    if ((uint32_t)(cur >> 32) != (uint32_t)step) return (int32_t)(cur >> 32);
+    if (spins < 2000) cpu_relax(); else sched_yield();  /* a claimed part still running */
+  }
 }
 
 /* Workspace (a kernel's materialised intermediates, e.g. conv padding): freed blocks are
