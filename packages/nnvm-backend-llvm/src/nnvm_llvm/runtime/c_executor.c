@@ -6,9 +6,12 @@
  * tables as the exported C library (deploy/nnvm_model.c): one DLTensor per buffer, the
  * steps and their tensor ids, and runs them with the same loop (deploy/nnvm_executor.h).
  *
- * The buffers stay NumPy arrays owned by the Python module (same addresses for its life);
- * the kernels stay tvm_ffi Function objects owned by it too, called through their
- * TVMFFIFunctionCell as TVMFFIFunctionCall would. Loaded with tvm_ffi, so the functions
+ * The buffers stay NumPy arrays owned by the Python module (same addresses for its life).
+ * A kernel is called through its own symbol in the module's library (self = NULL, as the
+ * exported C library calls it: the tvm_ffi Function's safe_call would add a C++ closure, an
+ * exception guard and a result check, ~3 ns of a one-element kernel's ~10 ns), or, where
+ * the symbol cannot be had, through the Function's TVMFFIFunctionCell as TVMFFIFunctionCall
+ * would; either way the library stays alive with the Python module. Loaded with tvm_ffi, so the functions
  * below are packed functions and errors travel as TVM FFI errors (the Python caller sees
  * the kernel's own message). One nnvm_exec serves one module; the module's lock serialises
  * its runs, and the argument scratch lives on the stack, so different modules run
@@ -72,7 +75,9 @@ static void *copy_of(int64_t src, size_t nbytes) {
  * All array arguments are addresses of C-contiguous arrays, copied here:
  *   tensors:   int64[num_tensors][5]  data address, ndim, offset into shapes, dtype code, bits
  *   shapes:    int64[num_shapes]
- *   funcs:     int64[num_funcs]       tvm_ffi Function handles (kept alive by the caller)
+ *   funcs:     int64[num_funcs][2]    (address, is_symbol): a kernel's own symbol when
+ *                                     is_symbol, else a tvm_ffi Function handle (both kept
+ *                                     alive by the caller)
  *   steps:     int32[num_steps][3]    func, nargs, offset into step_args
  *   step_args: int32[num_step_args]   tensor ids */
 NNVM_EXPORT int __tvm_ffi_nnvm_exec_create(void *self, const TVMFFIAny *args, int32_t n,
@@ -111,11 +116,20 @@ NNVM_EXPORT int __tvm_ffi_nnvm_exec_create(void *self, const TVMFFIAny *args, in
                      e->shapes + d[2], (uint8_t)d[3], (uint8_t)d[4]);
   }
   for (int32_t i = 0; i < e->num_funcs; ++i) {
+    void *addr = (void *)(intptr_t)funcs[2 * i];
+    if (!addr) {
+      exec_free(e);
+      return set_error("ValueError", "nnvm_exec_create: a kernel address is NULL");
+    }
+    if (funcs[2 * i + 1]) { /* the symbol itself: TVM's packed convention, self unused */
+      e->kernels[i].call = (TVMFFISafeCallType)addr;
+      e->kernels[i].self = NULL;
+      continue;
+    }
     /* A Function object is a TVMFFIObject header followed by its TVMFFIFunctionCell. */
-    TVMFFIFunctionCell *cell = (TVMFFIFunctionCell *)((char *)(intptr_t)funcs[i] +
-                                                      sizeof(TVMFFIObject));
+    TVMFFIFunctionCell *cell = (TVMFFIFunctionCell *)((char *)addr + sizeof(TVMFFIObject));
     e->kernels[i].call = cell->safe_call;
-    e->kernels[i].self = (void *)(intptr_t)funcs[i];
+    e->kernels[i].self = addr;
   }
   for (int32_t s = 0; s < e->num_steps; ++s) {
     const nnvm_step_desc *st = &e->steps[s];

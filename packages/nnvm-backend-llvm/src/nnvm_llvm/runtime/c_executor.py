@@ -3,8 +3,9 @@
 Why: calling every kernel from a Python loop costs about a microsecond of interpreter and
 FFI work per kernel, as much as the kernels of a small streaming model (a VAD step) take.
 ``c_executor.c`` runs the same loop as the exported C library (``nnvm export-c``), over the
-module's own NumPy buffers and tvm_ffi kernel functions, so a run is one FFI call (or one
-per stretch of compiled steps between host steps).
+module's own NumPy buffers, calling each kernel's own symbol in the module's library (the
+tvm_ffi Function where it cannot be had), so a run is one FFI call (or one per stretch of
+compiled steps between host steps).
 
 The executor is a tiny C file compiled once with the system C compiler (``$CC``, ``cc``,
 ``gcc``; ~0.1 s) and kept as a verified entry in the kernel cache folder
@@ -165,7 +166,9 @@ class CExecutor:
     Args:
         lib: the executor library (``library()``).
         arrays: every buffer a kernel touches, in tensor-id order (must stay allocated).
-        funcs: the kernel functions, in function-id order (must stay alive).
+        funcs: the kernels, in function-id order: each a tvm_ffi Function or the address of
+            its symbol (``executor.kernel_symbols``); either must stay alive (the symbol's
+            library).
         steps: ``(function id, [tensor ids])`` of every compiled step, in run order.
     """
 
@@ -181,7 +184,8 @@ class CExecutor:
             table[i] = (arr.ctypes.data, arr.ndim, len(shapes), code, bits)
             shapes.extend(int(d) for d in arr.shape)
         shape_arr = np.asarray(shapes or [0], dtype=np.int64)
-        func_arr = np.asarray([f.__chandle__() for f in funcs] or [0], dtype=np.int64)
+        func_arr = np.asarray([(f, 1) if isinstance(f, int) else (f.__chandle__(), 0)
+                               for f in funcs] or [(0, 0)], dtype=np.int64)
         step_arr = np.zeros((max(len(steps), 1), 3), dtype=np.int32)
         step_args: list[int] = []
         for s, (func, ids) in enumerate(steps):

@@ -81,7 +81,40 @@ def _dlopen(tvm_ffi, path: str):
     file extension, which a ``/proc/self/fd/N`` path lacks, and by default registers the
     module in a process-wide list so that it (and its thread pool) is never unloaded."""
     loader = tvm_ffi.get_global_func("ffi.Module.load_from_file.so")
-    return loader(path, "so")
+    lib = loader(path, "so")
+    lib.__dict__[_DLOPEN_NAME] = path  # for kernel_symbols (not a function lookup)
+    return lib
+
+
+#: where ``_dlopen`` notes, on the module, the name ``dlopen`` knows the library by
+_DLOPEN_NAME = "_nnvm_dlopen_name"
+
+
+def kernel_symbols(lib, names: list[str]) -> list[int] | None:
+    """Addresses of the kernels' own entry points in ``lib`` (``__tvm_ffi_<name>``: TVM's
+    packed calling convention, called with ``self`` NULL), or None where they cannot be had.
+
+    Why: the ``tvm_ffi`` Function of a library symbol is a C++ closure whose ``safe_call``
+    catches exceptions, checks the result's type and then calls the symbol: about 3 ns of a
+    one-element kernel's 10 ns call (1 thread, one process). The C executor calls the symbol
+    itself, as the exported C library does (``deploy/nnvm_model.c``); errors are raised the
+    same way. Found with ``dlopen(RTLD_NOLOAD)`` of the name ``_dlopen`` loaded it by (a
+    reference given back at once); valid while ``lib`` (or a function of it) is alive."""
+    name = getattr(lib, "__dict__", {}).get(_DLOPEN_NAME)
+    if name is None or not hasattr(os, "RTLD_NOLOAD"):
+        return None
+    import _ctypes  # the dlopen/dlsym/dlclose behind ctypes.CDLL, which cannot dlclose
+
+    try:
+        handle = _ctypes.dlopen(name, os.RTLD_LAZY | os.RTLD_NOLOAD)
+    except OSError:
+        return None
+    try:
+        return [_ctypes.dlsym(handle, f"__tvm_ffi_{n}") for n in names]
+    except (AttributeError, OSError):
+        return None
+    finally:
+        _ctypes.dlclose(handle)
 
 
 def _load_memfd(tvm_ffi, so_bytes: bytes, name: str = "nnvm-llvm-lib"):
@@ -475,16 +508,19 @@ class LLVMModule(Module):
             self._c = None
             return [(fn, args, k) for k, (fn, args) in enumerate(self._calls)]
         funcs: dict[int, int] = {}  # id(kernel function) -> function id
-        kernels, steps, c_index = [], [], []
-        for fn_ids in c_steps:
+        kernels, kernel_names, steps, c_index = [], [], [], []
+        for k, fn_ids in enumerate(c_steps):
             if fn_ids is not None:
                 fn, ids = fn_ids
                 if id(fn) not in funcs:
                     funcs[id(fn)] = len(kernels)
                     kernels.append(fn)
+                    kernel_names.append(self._call_names[k])
                 steps.append((funcs[id(fn)], ids))
             c_index.append(len(steps))  # compiled steps up to and including this one
-        self._c = c_executor.CExecutor(lib, arrays, kernels, steps)
+        symbols = kernel_symbols(self._lib, kernel_names) if kernels else None
+        self._c = c_executor.CExecutor(lib, arrays, symbols or kernels, steps)
+        self._kernel_calls = "symbol" if symbols else "function"  # how the C loop calls them
         self._c_step_call = [k for k, c in enumerate(c_steps) if c is not None]
         self.executor = "c"
         runs, lo = [], 0
