@@ -434,33 +434,35 @@ class _Kernel:
                                          lanes)
                     T.buffer_store(dst, total + bias[cols], [row_of(ro * mr + ri), cols])
 
-    def transpose(self, d, src, dst, k_n):
-        """``dst[k, col(n)] = src[d, n, k]``, padding columns 0: the recurrent weights as
-        column panels, made once per call when the sequence is long enough to repay it.
+    def transpose(self, d, src, dst, k_n, parallel=False):
+        """``dst[k, col(n)] = src[d, n, k]``, padding columns 0: the weights as column
+        panels, made once per call when the rows (steps) are many enough to repay it.
         In tiles of ``lanes x lanes`` transposed in registers (``shuffle_transpose``):
         gathering a vector of rows per ``k`` cost 3 ns an element (rows 2 KB apart share a
         few L1 sets), and a tile written back column by column from a local array 0.7 ns
         (each column a strided read of scalars), so on a 128-unit LSTM over 8 steps the two
-        transposes cost more than all the steps. Sizes no tile divides gather."""
+        transposes cost more than all the steps. Sizes no tile divides gather. ``parallel``
+        splits the blocks of ``lanes`` columns across threads (a 64-step 128-unit GRU's
+        input weights took about 5 us of its 2-thread time on one thread)."""
         hid, hp, lanes = self.hid, self.hp, self.lanes
-        with T.serial(0, self.g) as gi:
+        blocks = hp // lanes  # column blocks of each gate
+        with self.row_tiles(self.g * blocks, parallel) as gj:
+            gi, jo = gj // blocks, gj % blocks
             if hid % lanes == 0 and k_n % lanes == 0:
-                with T.serial(0, hid // lanes) as jo:
-                    with T.serial(0, k_n // lanes) as ko:
-                        rows = [self.load(src, (d, gi * hid + jo * lanes + r,
-                                                tirx.Ramp(ko * lanes, 1, lanes)))
-                                for r in range(lanes)]
-                        for c, vec in enumerate(shuffle_transpose(rows, self.acc)):
-                            T.buffer_store(dst, vec, [ko * lanes + c, tirx.Ramp(
-                                gi * hp + jo * lanes, 1, lanes)])
+                with T.serial(0, k_n // lanes) as ko:
+                    rows = [self.load(src, (d, gi * hid + jo * lanes + r,
+                                            tirx.Ramp(ko * lanes, 1, lanes)))
+                            for r in range(lanes)]
+                    for c, vec in enumerate(shuffle_transpose(rows, self.acc)):
+                        T.buffer_store(dst, vec, [ko * lanes + c, tirx.Ramp(
+                            gi * hp + jo * lanes, 1, lanes)])
             else:
-                with T.serial(0, hp // lanes) as jo:
-                    with T.serial(0, k_n) as k:
-                        with T.vectorized(0, lanes) as ji:
-                            j = jo * lanes + ji
-                            T.buffer_store(dst, tirx.Select(j < hid, self.load(src, (
-                                d, gi * hid + tirx.min(j, hid - 1), k)), self.c(0)),
-                                [k, gi * hp + j])
+                with T.serial(0, k_n) as k:
+                    with T.vectorized(0, lanes) as ji:
+                        j = jo * lanes + ji
+                        T.buffer_store(dst, tirx.Select(j < hid, self.load(src, (
+                            d, gi * hid + tirx.min(j, hid - 1), k)), self.c(0)),
+                            [k, gi * hp + j])
 
     def gemm_panels(self, dst, rows, row_of, src, k_n, panels, bias, col0, ncols,
                     parallel=False):
@@ -551,7 +553,7 @@ class _Kernel:
                            parallel=self.parallel_rows)
         elif seq * batch >= PANEL_MIN_STEPS:  # weights as column panels, repaid by the rows
             w_panels = T.alloc_buffer((self.n_in, cols), acc)
-            self.transpose(d, w, w_panels, self.n_in)
+            self.transpose(d, w, w_panels, self.n_in, self.parallel_rows)
             self.gemm_panels(gx, seq * batch, lambda row: row, x_of, self.n_in, w_panels, bx,
                              0, cols, self.parallel_rows)
         else:
@@ -559,7 +561,7 @@ class _Kernel:
                       self.parallel_rows)
         if seq >= PANEL_MIN_STEPS and not self.dots_fit(hid):
             panels = T.alloc_buffer((hid, cols), acc)
-            self.transpose(d, self.buf["R"], panels, hid)
+            self.transpose(d, self.buf["R"], panels, hid, self.parallel_rows)
         reverse = self.attrs.get("direction") == "reverse" or d == 1
         lens = self.buf.get("sequence_lens")
         if self.fused_steps:
