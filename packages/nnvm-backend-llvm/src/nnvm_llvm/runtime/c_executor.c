@@ -14,8 +14,8 @@
  * would; either way the library stays alive with the Python module. Loaded with tvm_ffi, so the functions
  * below are packed functions and errors travel as TVM FFI errors (the Python caller sees
  * the kernel's own message). One nnvm_exec serves one module; the module's lock serialises
- * its runs, and the argument scratch lives on the stack, so different modules run
- * concurrently.
+ * its runs; each kernel's arguments are packed once, at create (kernels only read them),
+ * and nothing else is written during a run, so different modules run concurrently.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -30,13 +30,13 @@
 #define NNVM_EXPORT __attribute__((visibility("default")))
 
 typedef struct {
-  int32_t num_tensors, num_steps, num_funcs, max_args;
+  int32_t num_tensors, num_steps, num_funcs;
   int32_t failed_step;
   DLTensor *tensors;
   int64_t *shapes;
   nnvm_kernel *kernels;
   nnvm_step_desc *steps;
-  int32_t *step_args;
+  TVMFFIAny *args; /* every step's arguments, packed once (nnvm_pack_args) */
 } nnvm_exec;
 
 static int set_error(const char *kind, const char *msg) {
@@ -60,7 +60,7 @@ static void exec_free(nnvm_exec *e) {
   free(e->shapes);
   free(e->kernels);
   free(e->steps);
-  free(e->step_args);
+  free(e->args);
   free(e);
 }
 
@@ -99,10 +99,11 @@ NNVM_EXPORT int __tvm_ffi_nnvm_exec_create(void *self, const TVMFFIAny *args, in
   e->shapes = (int64_t *)copy_of(arg_int(args, 2), (size_t)num_shapes * sizeof(int64_t));
   e->steps = (nnvm_step_desc *)copy_of(arg_int(args, 7),
                                        (size_t)e->num_steps * sizeof(nnvm_step_desc));
-  e->step_args = (int32_t *)copy_of(arg_int(args, 8), (size_t)num_step_args * sizeof(int32_t));
+  const int32_t *step_args = (const int32_t *)(intptr_t)arg_int(args, 8);
+  e->args = (TVMFFIAny *)calloc((size_t)num_step_args + 1, sizeof(TVMFFIAny));
   e->tensors = (DLTensor *)calloc((size_t)e->num_tensors + 1, sizeof(DLTensor));
   e->kernels = (nnvm_kernel *)calloc((size_t)e->num_funcs + 1, sizeof(nnvm_kernel));
-  if (!e->shapes || !e->steps || !e->step_args || !e->tensors || !e->kernels) {
+  if (!e->shapes || !e->steps || !e->args || !e->tensors || !e->kernels) {
     exec_free(e);
     return set_error("MemoryError", "nnvm_exec_create: out of memory");
   }
@@ -140,14 +141,14 @@ NNVM_EXPORT int __tvm_ffi_nnvm_exec_create(void *self, const TVMFFIAny *args, in
                                  "outside the tables");
     }
     for (int a = 0; a < st->nargs; ++a) {
-      int32_t t = e->step_args[st->args_off + a];
+      int32_t t = step_args[st->args_off + a];
       if (t < 0 || t >= e->num_tensors) {
         exec_free(e);
         return set_error("ValueError", "nnvm_exec_create: a step argument is not a tensor id");
       }
     }
-    if (st->nargs > e->max_args) e->max_args = st->nargs;
   }
+  nnvm_pack_args(step_args, (int32_t)num_step_args, e->tensors, e->args);
   e->failed_step = -1;
   return return_int(ret, (int64_t)(intptr_t)e);
 }
@@ -162,9 +163,7 @@ NNVM_EXPORT int __tvm_ffi_nnvm_exec_run(void *self, const TVMFFIAny *args, int32
   int lo = (int)arg_int(args, 1), hi = (int)arg_int(args, 2);
   if (!e || lo < 0 || hi > e->num_steps || lo > hi)
     return set_error("ValueError", "nnvm_exec_run: step range outside the plan");
-  TVMFFIAny scratch[e->max_args > 0 ? e->max_args : 1];
-  e->failed_step = nnvm_run_steps(e->kernels, e->steps, e->step_args, e->tensors, scratch,
-                                  lo, hi);
+  e->failed_step = nnvm_run_packed(e->kernels, e->steps, e->args, lo, hi);
   return e->failed_step < 0 ? 0 : -1;
 }
 
@@ -181,15 +180,22 @@ NNVM_EXPORT int __tvm_ffi_nnvm_exec_time(void *self, const TVMFFIAny *args, int3
   int64_t repeat = arg_int(args, 3);
   if (!e || lo < 0 || hi > e->num_steps || lo > hi || repeat < 1)
     return set_error("ValueError", "nnvm_exec_time: step range outside the plan or repeat < 1");
-  TVMFFIAny scratch[e->max_args > 0 ? e->max_args : 1];
+  /* the tables in locals: a kernel could write anywhere, so the compiler reloads what it
+   * reaches through `e` after every call */
+  const nnvm_kernel *kernels = e->kernels;
+  const nnvm_step_desc *steps = e->steps;
+  const TVMFFIAny *packed = e->args;
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   for (int64_t r = 0; r < repeat; ++r) {
-    e->failed_step = nnvm_run_steps(e->kernels, e->steps, e->step_args, e->tensors, scratch,
-                                    lo, hi);
-    if (e->failed_step >= 0) return -1;
+    int failed = nnvm_run_packed(kernels, steps, packed, lo, hi);
+    if (failed >= 0) {
+      e->failed_step = failed;
+      return -1;
+    }
   }
   clock_gettime(CLOCK_MONOTONIC, &t1);
+  e->failed_step = -1;
   return return_int(ret, (int64_t)(t1.tv_sec - t0.tv_sec) * 1000000000 +
                              (t1.tv_nsec - t0.tv_nsec));
 }
