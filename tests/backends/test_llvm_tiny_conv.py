@@ -67,12 +67,20 @@ CASES = {
     "conv3d_g2_cpg3_odd_large": ((1, 4, 8, 16, 15), (6, 2, 3, 3, 3),
                                  {"group": 2, "pads": [1] * 6}),
     "conv3d_g2_cpg12": ((1, 4, 3, 4, 5), (24, 2, 2, 2, 2), {"group": 2}),
-    # tiny grouped 2-D / 1-D convs of 3 or 4 channels per group leave the conv2d packing
-    # for the column kernel (``lowering.columns_per_call``)
+    # unpadded grouped 2-D / 1-D convs of 3 or 4 channels per group take the column kernel,
+    # their weight packed at load in copies (``lowering.columns_packed``); strided columns
+    # and padded convs keep the conv2d template
     "conv2d_g2_cpg4_pad": ((2, 4, 5, 6), (8, 2, 3, 3), {"group": 2, "pads": [1, 0, 0, 1]}),
     "conv1d_g3_cpg4_stride_dil": ((1, 6, 13), (12, 2, 3), {"group": 3, "strides": [2],
                                                            "dilations": [2]}),
     "conv2d_g4_cpg3_odd": ((1, 8, 4, 7), (12, 2, 2, 2), {"group": 4}),
+    "conv2d_g2_cpg3_col_stride2": ((1, 4, 7, 9), (6, 2, 3, 3), {"group": 2, "strides": [1, 2],
+                                                                "pads": [1, 1, 0, 1]}),
+    "conv1d_g2_cpg4_dil_odd": ((2, 4, 9), (8, 2, 3), {"group": 2, "dilations": [2]}),
+    "conv2d_mult3_row_stride": ((1, 5, 6, 7), (15, 1, 3, 3), {"group": 5, "strides": [2, 1]}),
+    "conv2d_g3_cpg4_large_odd": ((1, 6, 20, 33), (12, 2, 3, 2), {"group": 3}),
+    "conv2d_g2_cpg4_pad_large": ((1, 4, 20, 21), (8, 2, 3, 3), {"group": 2,
+                                                                "pads": [1, 0, 1, 1]}),
 }
 
 
@@ -172,19 +180,35 @@ def test_channel_block_copies_small_groups(cog, lanes, block):
     assert packing.conv_nd_copies(cog, block) == (block // cog if block > cog else 1)
 
 
-@pytest.mark.parametrize("x_shape,w_shape,groups,unpacked", [
-    ((2, 4, 6, 5), (6, 2, 3, 2), 2, True),  # the sweep's rows
-    ((2, 4, 1, 6), (6, 2, 1, 3), 2, True),
-    ((1, 4, 40, 40), (6, 2, 3, 3), 2, False),  # past the tiny regime: conv2d packing
-    ((1, 12, 6, 6), (24, 2, 3, 3), 6, True),  # 4 channels per group
-    ((1, 16, 6, 6), (16, 8, 3, 3), 2, False),  # 8 channels per group: no copies
+@pytest.mark.parametrize("x_shape,w_shape,groups,geometry,layout", [
+    ((2, 4, 6, 5), (6, 2, 3, 2), 2, {}, ("conv_nd_2g", 6)),  # the sweep's rows
+    ((2, 4, 1, 6), (6, 2, 1, 3), 2, {}, ("conv_nd_2g", 6)),
+    ((1, 4, 40, 40), (6, 2, 3, 3), 2, {}, ("conv_nd_2g", 6)),  # any size
+    ((1, 12, 6, 6), (24, 2, 3, 3), 6, {"dilation": (2, 2)}, ("conv_nd_6g", 8)),  # 4 per group
+    ((1, 16, 28, 28), (48, 1, 3, 3), 16, {"strides": (2, 1)}, ("conv_nd_16g", 6)),
+    ((1, 256, 56, 56), (256, 4, 3, 3), 64, {"strides": (2, 2)}, ("conv2d", 4)),  # no pairs
+    ((2, 48, 11, 10), (48, 4, 3, 3), 12, {"padding": (0, 1, 1, 0)}, ("conv2d", 4)),  # padded
+    ((2, 4, 5, 6), (8, 2, 3, 3), 2, {"padding": (1, 0, 0, 1)}, None),  # tiny: copied per call
+    ((1, 6, 13, 1), (12, 2, 3, 1), 3, {"strides": (1, 2)}, None),
+    ((1, 16, 6, 6), (16, 8, 3, 3), 2, {}, ("conv2d", 8)),  # 8 channels per group
 ])
-def test_tiny_grouped_conv2d_is_left_unpacked(x_shape, w_shape, groups, unpacked):
-    from nnvm_llvm.compiler.lowering import LowerContext, _conv_pack
+def test_small_groups_are_packed_for_the_column_kernel(x_shape, w_shape, groups, geometry,
+                                                       layout):
+    """3 or 4 channels per group, unpadded, at unit column stride: the weight is packed at
+    load in the ``conv_nd`` layout with its copies, and ``packed_conv_kind`` names the
+    template that reads it from the node's attributes alone. A tiny padded or strided one
+    is left unpacked (None: the same kernel, its weight copied per call)."""
+    from types import SimpleNamespace
+
+    from nnvm_llvm.compiler.lowering import LowerContext, _conv_pack, packed_conv_kind
 
     attrs = {"kernel_size": w_shape[2:], "strides": (1, 1), "dilation": (1, 1),
-             "padding": (0, 0), "groups": groups, "channels": w_shape[0]}
-    assert (_conv_pack(attrs, [x_shape, w_shape], LowerContext(16)) == {}) == unpacked
+             "padding": (0, 0), "groups": groups, "channels": w_shape[0], **geometry}
+    assert _conv_pack(attrs, [x_shape, w_shape], LowerContext(16)) == (
+        {1: layout} if layout else {})
+    if layout:
+        kind = packed_conv_kind(SimpleNamespace(attrs=attrs), "conv_nd")
+        assert kind == ("conv_nd" if layout[0].startswith("conv_nd") else "conv2d")
 
 
 def test_packed_copies_unpack_to_the_weight():

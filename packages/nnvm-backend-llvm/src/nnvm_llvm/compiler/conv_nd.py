@@ -9,8 +9,10 @@ contiguous vector load, and the input padded once into a ``pad_`` buffer so the 
 loop has no bounds tests (a small input is read through inlined bounds tests instead,
 ``LAZY_PAD_MAX``). Both stages stay materialised (``schedules.KEEP``). A constant
 weight (a param) is packed once at load instead (``runtime.packing``'s ``conv_nd_{G}g``
-layout, asked for by ``lowering_nn``'s ``conv`` rule): the per-call ``wpack_`` gather was
-a fifth of a tiny test conv's time (2x4x4x5x4 by 6x2x3x3x3: 0.72 -> 0.58 us). A weight
+layout, asked for by ``lowering_nn``'s ``conv`` rule, and by ``lowering._conv_pack`` for
+the grouped 2-D / 1-D convs ``lowering.columns_packed`` sends here): the per-call
+``wpack_`` gather was a fifth of a tiny test conv's time (2x4x4x5x4 by 6x2x3x3x3:
+0.72 -> 0.58 us). A weight
 computed in the graph keeps the ``wpack_`` stage, one read of the weight (under 1% of a
 real 3-D conv's work).
 

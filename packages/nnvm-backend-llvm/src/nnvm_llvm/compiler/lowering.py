@@ -19,7 +19,7 @@ import numpy as np
 import tvm
 from tvm import te, topi
 
-from ..runtime.packing import packed_shape
+from ..runtime.packing import conv_nd_layout, packed_shape
 from .flat_window import FlatPlane, flat_planes, flat_window
 from .window_blocked import blocked_planes, blocked_weights, blocked_window, wants_blocked
 
@@ -675,13 +675,40 @@ def exact_block(cog: int, lanes: int) -> int:
     return cog
 
 
+#: channels per group of a grouped ``conv2d`` (or folded 1-D conv) that takes ``conv_nd``'s
+#: kernel of channels x output columns per vector (``columns_packed``)
+COLUMN_GROUP_CHANNELS = (3, 4)
+
+
+def columns_packed(attrs) -> bool:
+    """Whether a grouped ``conv2d`` (or folded 1-D conv) with a constant weight takes
+    ``conv_nd``'s kernel of 3 or 4 channels per group times 2 output columns per vector
+    (``conv_nd.column_block``), its weight packed at load in copies (``conv_nd_{G}g``),
+    instead of the ``conv2d`` template's one vector of 3 or 4 lanes. Decided from the
+    attributes alone, so that ``packed_conv_kind`` (which sees only the node) names the
+    template that reads the layout ``_conv_pack`` chose.
+
+    Why: half-empty vectors (Conv 2x4x6x5 by 6x2x3x2 in 2 groups 0.190 -> 0.108 us), and
+    packed at load no per-call copy of the weight in copies (measured at 1 thread, one
+    process: Conv 2x4x6 by 6x2x3 in 2 groups 0.038 -> 0.029 us, 2x4x6x5 by 6x2x3x2
+    0.104 -> 0.092 us, 1x8x56x56 by 12x2x3x3 in 4 groups 44.7 -> 26.3 us, 1x128x28x28
+    by 128x4x3x3 in 32 groups 185 -> 149 us). Not for a strided column (the pair is no
+    longer one 64-bit load: 1x256x56x56 by 256x4x3x3 stride 2 ran 1.4x slower) nor a padded
+    conv, whose ``conv2d`` kernel pads each parallel task's own plane
+    (``schedules._pads_per_channel_block``) where ``conv_nd`` pads in one pass first."""
+    groups = attrs.get("groups", 1)
+    return groups != 1 and groups != attrs.get("channels") \
+        and attrs["channels"] // groups in COLUMN_GROUP_CHANNELS \
+        and attrs["strides"][-1] == 1 and not any(attrs["padding"])
+
+
 def columns_per_call(cog: int, outputs: int, lanes: int) -> bool:
-    """Whether a tiny grouped ``conv2d`` (or folded 1-D conv) with ``cog`` channels per
-    group is left unpacked, so that it takes ``conv_nd``'s kernel of channels x output
-    columns per vector (``conv_nd.column_block``) with its weight copied per call, not the
-    ``conv2d`` template's one vector of ``cog`` lanes. Why: Conv 2x4x6x5 by 6x2x3x2 in
-    2 groups 0.190 -> 0.108 us, 2x4x6 by 6x2x3 0.048 -> 0.038 us at 1 thread (the per-call
-    copy of 36 to 72 weights is cheaper than the half-empty vectors)."""
+    """Whether a tiny grouped ``conv2d`` (or folded 1-D conv) that ``columns_packed`` does
+    not take (padded, or strided columns) is left unpacked, so that it takes ``conv_nd``'s
+    kernel of channels x output columns per vector with its weight copied per call, not
+    the ``conv2d`` template's one vector of ``cog`` lanes. Why: the per-call copy of 36 to
+    72 weights cost less than the half-empty vectors (Conv 2x4x6x5 by 6x2x3x2 in 2 groups
+    0.190 -> 0.108 us at 1 thread, before it was packed at load)."""
     from .conv_nd import channel_block, column_block  # conv_nd builds on this module
 
     return channel_block(cog, lanes) > cog and column_block(cog, outputs, lanes) > 1
@@ -704,6 +731,10 @@ def _conv_pack(attrs, shapes, ctx):
     # grouped (ResNeXt, RegNet, ShuffleNet): the blocked template applies when a vector of
     # output channels never straddles two groups, i.e. the block divides channels per group
     cog = shapes[1][0] // groups
+    if columns_packed(attrs):  # the conv_nd kernel (``grouped_conv2d``)
+        from .conv_nd import channel_block  # conv_nd builds on this module
+
+        return {1: (conv_nd_layout(groups), channel_block(cog, ctx.vector_lanes))}
     if columns_per_call(cog, _conv_outputs(attrs, shapes[0], shapes[1]), ctx.vector_lanes):
         return {}  # the conv_nd kernel, its weight copied per call (``grouped_conv2d``)
     bn = next((b for b in (ctx.vector_lanes, ctx.vector_lanes // 2, 4) if cog % b == 0), 1)
@@ -738,7 +769,7 @@ def _conv2d(attrs, ins, outs, ctx):
     x, w = ins[0], ins[1]
     groups = attrs.get("groups", 1)
     grouped = groups != 1 and not _depthwise(attrs, int(x.shape[1]))
-    if grouped and 1 not in ctx.packed:
+    if grouped and (1 not in ctx.packed or columns_packed(attrs)):
         from .lowering_nn import grouped_conv2d
 
         return grouped_conv2d(attrs, ins, outs, ctx)
@@ -931,8 +962,11 @@ def kind_of(node) -> str:
 
 def packed_conv_kind(node, kind: str) -> str:
     """The template of a conv2d group whose weights are packed at load: grouped convs use
-    the blocked conv2d template; depthwise keeps its own."""
-    return kind if kind == "depthwise" else "conv2d"
+    the blocked conv2d template, but for those ``columns_packed`` takes (its weight in the
+    ``conv_nd_{G}g`` layout); depthwise keeps its own."""
+    if kind == "depthwise" or columns_packed(node.attrs):
+        return kind
+    return "conv2d"
 
 
 def packed_input_shape(layout: str, shape, block: int) -> tuple:
