@@ -45,6 +45,12 @@ position); the write-back 16%; the weight copy 8% / 3% (packing the weight at lo
 the window by 16 x 16 shuffle transposes (``recurrent_loop.shuffle_transpose`` in a TE
 extern) ran 0.88x, its planes read back from L2 instead of L1 and its loads as slow as the
 inserts; the copy's row unrolled (LLVM kept the inserts) or its channels outermost (0.4-0.7x).
+perf of 5 x 5 over 1152 x 7 x 7 this round: taps 39%, write-back 29% (LLVM transposes in
+4 x 4 blocks of 128-bit vectors, about one instruction per element), input copy 22%; the
+tap loop already shares each loaded input vector across the row's five taps (LLVM unrolls
+them; unrolling them in TIR gained nothing). Tiles that are a whole row or a multiple of 4
+columns now go from their accumulators straight to the write-back
+(:func:`_writes_back_per_tile`).
 """
 
 from __future__ import annotations
@@ -185,7 +191,13 @@ def schedule_blocked(sch, anchor, info, extent, parallel_min_work: int) -> bool:
     sch.reorder(i, jo, *red, ji, ci)
     acc = sch.cache_write(anchor, 0, "local")
     sch.reverse_compute_at(acc, jo)
-    rows = [_into_row(sch, consumer, i, info.lanes) for consumer in consumers]
+    per_tile = _writes_back_per_tile(sch.get(anchor).name_hint, ow, tile)
+    rows = [_into_row(sch, consumer, jo if per_tile else i, info.lanes)
+            for consumer in consumers]
+    if per_tile and rows and all(rows):
+        # the tile's results go from the accumulators straight to the write-back: no
+        # workspace row stored and read back, no zeroing of it per row
+        sch.set_scope(acc, 0, "local")
     if info.knobs.get("parallel", work >= parallel_min_work) and extent(sch, bk) > 1:
         sch.parallel(bk)
     sch.unroll(ji)
@@ -202,6 +214,20 @@ def schedule_blocked(sch, anchor, info, extent, parallel_min_work: int) -> bool:
     for consumer, in_row in zip(consumers, rows):
         _channels_last(sch, consumer, in_row)
     return True
+
+
+def _writes_back_per_tile(anchor_name: str, ow: int, tile: int) -> bool:
+    """Whether each register tile of a depthwise conv is written back NCHW right after it
+    is computed, from its accumulators (a local buffer LLVM keeps in registers), rather
+    than each row from a workspace row (each tile's results stored there, the row zeroed
+    first): when the tile is the whole row (nothing to wait for) or a multiple of 4
+    columns (LLVM transposes 16 channels x 4 columns at a time). 1 thread, old and new
+    kernels alternating in one process: 5 x 5 over 1152 x 7 x 7 1.03x, 576 x 7 x 7 1.02x,
+    dilated over 960 x 16 x 16 (tiles of 8) 1.06x faster; tiles of 7 in rows of 14 (5 x 5
+    over 240-256 x 14 x 14) ran 1.06-1.07x slower per tile, and 3 x 3 max pools over
+    832 x 7 x 7 1.01x slower, so those keep the row."""
+    depthwise = anchor_name.startswith("anchor_depthwise")
+    return depthwise and (tile == ow or tile % 4 == 0)
 
 
 def _vectorize_last(sch, block) -> None:
