@@ -654,7 +654,11 @@ class _Kernel:
         (L2 reuse). The cell's intermediates live in register tiles, not the shared scratch:
         through the scratch the fused LSTM 8 x 128 was 3% slower at 1 thread than the split
         product; with them, one process A/B at load 2.6: GRU 64 x 128 188 -> 179 us at 1
-        thread, LSTM 8 x 128 38.0 -> 37.1 us."""
+        thread, LSTM 8 x 128 38.0 -> 37.1 us. At one thread the step's dot tiles are bound by
+        their FMAs (perf on GRU 64 x 128: 55% of the time in the k loops, 19% in the shuffle
+        reductions, 21% in the gates). Tried and dropped: the product on column panels (R
+        transposed once per call, 2 or 4 chunks' 6 or 12 column accumulators per broadcast of
+        ``h[k]``, no reductions), 6-11% slower at 1 thread on GRU 64 x 128 (one process A/B)."""
         lanes, hid, batch, g, seq = self.lanes, self.hid, self.batch, self.g, self.seq
         t = (seq - 1 - s) if reverse else s
         with T.serial(0, batch) as b:
