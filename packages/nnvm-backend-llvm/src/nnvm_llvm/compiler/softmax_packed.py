@@ -51,6 +51,13 @@ INTERLEAVED = 12
 #: Softmax 1x2x1500x1500 3.1 -> 1.6 ms under load, 1x40x6625 98 -> 79 us)
 ACCUMULATORS = 4
 
+#: a row's tail of at most this many lanes (``spanned_tail``) has its exponential computed
+#: in one vector with other rows' tails, ``lanes / w`` of them (1 thread, one process, Zen 4:
+#: Softmax 10x20 81.5 -> 69.5 ns, 4x18 40.6 -> 33.0, 6x17 54.3 -> 45.1); wider tails keep
+#: their own (two 8-lane tails in a 16-lane vector: 7x21 66.6 -> 73.9 ns, 2x40 32.2 -> 34.2,
+#: as a 256-bit vector's exponential already runs at the 512-bit one's rate per lane)
+PACKED_TAIL_MAX_LANES = 4
+
 
 def takes_rows(n: int, lanes: int) -> bool:
     """Whether rows of ``n`` take this kernel: packed whole to a vector, or at least one
@@ -200,7 +207,7 @@ class _Rows:
         tops_w = combine([r[1] for r in rows], [r[3] for r in rows], tirx.max)
         tops = [T.bind(wide(m)) for m in tops_w]
         es = self._exp([(r[0], r[1]) for r in rows], tops, lanes)
-        tail_es = [e[0] for e in self._exp([([r[2]], [r[3]]) for r in rows], tops_w, w)]
+        tail_es = self._tail_exps(bases, [r[2] for r in rows], [r[3] for r in rows], tops_w, w)
         tails = tail_es
         if repeated:
             keep = tirx.Ramp(0, 1, w) >= tirx.Broadcast(tirx.const(repeated, "int32"), w)
@@ -222,6 +229,30 @@ class _Rows:
                 for a, e in zip(fats, row_es):
                     T.buffer_store(self.y, e * inv_l, [a])
                 T.buffer_store(self.y, tail_e * inv, [tat])
+
+    def _tail_exps(self, bases, tats, tails, tops_w, w: int) -> list:
+        """``exp(tail - max)`` of the ``w``-lane tails of the rows at ``bases`` (the tails at
+        ``tats``), ``lanes / w`` tails computed in one vector. The vector is stored over the
+        first row's first output vector (free until the normalisation: its exponentials are
+        read already) and each tail read back from it, as in ``_exp``. Why: a narrow
+        vector's exponential costs a whole one's instructions (on Zen 4 a 256-bit vector's
+        throughput too), and 10 rows of 20 computed 10 of them."""
+        g = self.lanes // w if w <= PACKED_TAIL_MAX_LANES else 1
+        out = []
+        for k in range(0, len(tails), g):
+            ts, ms = tails[k:k + g], tops_w[k:k + g]
+            if len(ts) == 1:
+                out.extend(e[0] for e in self._exp([([tats[k]], ts)], ms, w))
+                continue
+            pad = (1 << (len(ts) - 1).bit_length()) - len(ts)  # a power of two of tails
+            xs, tops = ts + ts[-1:] * pad, ms + ms[-1:] * pad
+            width = w * len(xs)
+            order = list(range(width))
+            T.buffer_store(self.y, exp_nonpositive(tirx.Shuffle(xs, order) -
+                                                   tirx.Shuffle(tops, order),
+                                                   _float32(width)), [_at(bases[k], width)])
+            out.extend(T.bind(self.y[_at(bases[k] + j * w, w)]) for j in range(len(ts)))
+        return out
 
     def long(self, b) -> None:
         """Softmax of the row at flat offset ``b`` (over ``SPANNED_VECTORS`` vectors) in
