@@ -5,7 +5,8 @@ count: 1 (serial, no launch), 2, 3 (parts of uneven chunk counts) and 4 (more th
 the 2-core CI box has cores, so a part's thread is often descheduled and the others take
 its parts or wait for it), each several runs in a row of one library (a run's claims
 start from a fresh state), on odd chunk counts, batch 2, forward and reverse, fed
-initial states and ``sequence_lens`` (``layout`` 1 against NNVM's reference kernel).
+initial states and ``sequence_lens`` (``layout`` 1 against NNVM's reference kernel), and
+built for AVX2 (8-lane vectors) as well as for the machine's own width.
 
 Why: a launch per step cost about what splitting the step saved (a 64-step 128-unit GRU
 as slow at 2 threads as at 1). Speed is measured by ``benchmarks/bench_roofline.py``, not
@@ -64,3 +65,35 @@ def test_only_fused_steps_claim_parts(case):
     text, _ = _kernel_text(model, feed)
     assert ("nnvm_step_claim" in text) == fused
     assert ("nnvm_step_wait" in text) == fused
+
+
+def _has_avx2() -> bool:
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return False
+    return "avx2" in flags and "fma" in flags
+
+
+@pytest.mark.parametrize("case", ["gru-7-chunks-batch2-reverse-lens", "lstm-9-chunks-lens"])
+def test_claimed_steps_on_eight_lane_vectors(case):
+    """The parts of an AVX2 build (``-mcpu=haswell``: 8-lane vectors, 14 and 18 chunks)
+    match onnxruntime too, whatever vector width the test machine has."""
+    if not _has_avx2():
+        pytest.skip("needs an x86 CPU with AVX2 and FMA to run -mcpu=haswell code")
+    ort = pytest.importorskip("onnxruntime")
+    op, seq, batch, n_in, hid, attrs, _ = CASES[case]
+    model, feed = _model(np.random.default_rng(3), op, seq, batch, n_in, hid, attrs)
+    shape = {k: v.shape for k, v in feed.items()}
+    g, params = nnvm.frontend.from_onnx(model, shape=shape)
+    lib = nnvm.compiler.build(g, target="llvm -mcpu=haswell", shape=shape, params=params,
+                              dtype={k: v.dtype.name for k, v in feed.items()})
+    want = ort.InferenceSession(model.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, feed)
+    for threads in (1, 2, 3):
+        lib.set_num_threads(threads)
+        got = lib.run(**{k: v for k, v in feed.items() if k in lib.input_names})
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4,
+                                       err_msg=f"{threads} threads")
