@@ -8,7 +8,8 @@ cases are the shapes that take that path (7 x 7 planes, strided and asymmetric r
 dilated 16 x 16 planes in two tiles of 8, batches, channel counts a vector divides) and the
 ones that keep the row or the per-task write-back (rows of two 7-column tiles, a channel
 count that leaves the last vector part empty); every case runs at 1 and 2 threads, where
-the parallel loop over images x channel blocks splits.
+the parallel loop over images x channel blocks splits (laid out as two halves of whole
+tasks where the block count is even but not a multiple of the pool's 8 tasks).
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ CONVS = {
     "k5_8x8_tile_of_8": ((1, 208, 8, 8), 5, 1, (2, 2, 2, 2), 1, True),
     "k5_12x8_tile_of_8": ((1, 144, 12, 8), 5, 1, (2, 2, 2, 2), 1, False),
     "k5_dilated_16x16_two_tiles_batch2": ((2, 48, 16, 16), 5, 1, (4, 4, 4, 4), 2, True),
+    # 36 and 10 blocks: the parallel loop laid out as halves of whole tasks
+    "k5_7x7_36_blocks": ((1, 576, 7, 7), 5, 1, (2, 2, 2, 2), 1, True),
+    "k5_dilated_16x16_10_blocks": ((1, 160, 16, 16), 5, 1, (4, 4, 4, 4), 2, False),
     # keep the row (two tiles of 7) / the per-task write-back (200 channels: 12.5 vectors)
     "k5_14x14_row_of_two_tiles": ((1, 64, 14, 14), 5, 1, (2, 2, 2, 2), 1, True),
     "k5_7x7_part_vector_batch2": ((2, 200, 7, 7), 5, 1, (2, 2, 2, 2), 1, True),
@@ -103,3 +107,18 @@ def test_a_whole_row_tile_is_written_back_from_its_accumulators():
     text = _scheduled_blocked((1, 48, 14, 14), (5, 5), (1, 1), (2, 2, 2, 2), (1, 1))
     assert _anchor_in_workspace(text)
     assert not _inside_tile_loop(text)
+
+
+def _parallel_extent(text: str) -> int:
+    line = next(line for line in text.splitlines() if "T.parallel(" in line)
+    return int(line.split("T.parallel(")[1].split(")")[0])
+
+
+@pytest.mark.parametrize("channels,extent", [(576, 40), (224, 16), (1152, 72), (240, 15)])
+def test_parallel_loop_halves_hold_half_the_blocks(channels, extent):
+    """36 blocks run as 2 halves x 4 tasks x 5 iterations (18 blocks and 2 empty ones in
+    each half, where TVM's cut gave the threads 20 and 16), 14 blocks as 2 x 4 x 2; 72
+    blocks (a multiple of the 8 tasks) and 15 (odd) keep the plain loop."""
+    text = _scheduled_blocked((1, channels, 7, 7), (5, 5), (1, 1), (2, 2, 2, 2), (1, 1))
+    assert _parallel_extent(text) == extent
+    assert ("T.where(" in text) == (extent != -(-channels // 16))
