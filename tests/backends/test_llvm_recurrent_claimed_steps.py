@@ -1,12 +1,12 @@
 """A long one-direction LSTM/GRU/RNN on dot tiles runs its whole time loop as ONE parallel
 launch whose tasks claim parts of each step (``recurrent_loop.claimed_steps``, the claims
 in ``threadpool.c``'s ``nnvm_step_*``), and stays equal to onnxruntime at every thread
-count: 1 (serial, no launch), 2, 3 (parts of uneven chunk counts) and 4 (more threads than
-the 2-core CI box has cores, so a part's thread is often descheduled and the others take
-its parts or wait for it), each several runs in a row of one library (a run's claims
-start from a fresh state), on odd chunk counts, batch 2, forward and reverse, fed
-initial states and ``sequence_lens`` (``layout`` 1 against NNVM's reference kernel), and
-built for AVX2 (8-lane vectors) as well as for the machine's own width.
+count: 1 (the steps serial, in a launch the pool runs inline), 2, 3 (parts of uneven
+chunk counts) and 4 (more threads than the 2-core CI box has cores, so a part's thread is
+often descheduled and the others take its parts or wait for it), each several runs in a
+row of one library (a run's claims start from a fresh state), on odd chunk counts, batch
+2, forward and reverse, fed initial states and ``sequence_lens`` (``layout`` 1 against
+NNVM's reference kernel), and built for AVX2 (8-lane vectors) as well as for the machine's own width.
 
 Why: a launch per step cost about what splitting the step saved (a 64-step 128-unit GRU
 as slow at 2 threads as at 1). Speed is measured by ``benchmarks/bench_roofline.py``, not
@@ -18,41 +18,20 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import nnvm
-
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 pytest.importorskip("nnvm_llvm", reason="llvm backend not installed")
 pytest.importorskip("tvm", reason="the llvm compiler needs TVM (apache-tvm)")
-from test_llvm_recurrent_fused_step import CASES, _kernel_text, _model  # noqa: E402
+from test_llvm_recurrent_fused_step import (  # noqa: E402
+    CASES, _kernel_text, _model, assert_runs_match, built_with_reference)
 
 CLAIMED = sorted(name for name, case in CASES.items() if case[-1])
 
 
 @pytest.mark.parametrize("case", CLAIMED)
 def test_claimed_steps_match_onnxruntime_at_any_thread_count(case):
-    ort = pytest.importorskip("onnxruntime")
-    op, seq, batch, n_in, hid, attrs, _ = CASES[case]
-    model, feed = _model(np.random.default_rng(2), op, seq, batch, n_in, hid, attrs)
-    shape = {k: v.shape for k, v in feed.items()}
-    dtype = {k: v.dtype.name for k, v in feed.items()}
-    g, params = nnvm.frontend.from_onnx(model, shape=shape)
-    lib = nnvm.compiler.build(g, target="llvm", shape=shape, params=params, dtype=dtype)
-    assert lib.stats()["num_fallback_kernels"] == 0, lib.stats()["unsupported_ops"]
-    inputs = {k: v for k, v in feed.items() if k in lib.input_names}
-    if attrs.get("layout"):  # onnxruntime's CPU kernels reject layout 1: NNVM's reference
-        want = nnvm.compiler.build(g, target="reference", shape=shape, params=params,
-                                   dtype=dtype).run(**inputs)
-    else:
-        want = ort.InferenceSession(model.SerializeToString(),
-                                    providers=["CPUExecutionProvider"]).run(None, feed)
+    lib, inputs, want = built_with_reference(case, 2)
     for threads in (1, 2, 3, 4, 2):
-        lib.set_num_threads(threads)
-        for _ in range(3):
-            got = lib.run(**inputs)
-            assert len(got) == len(want)
-            for a, b in zip(got, want):
-                np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4,
-                                           err_msg=f"{threads} threads")
+        assert_runs_match(lib, inputs, want, threads, runs=3)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -82,18 +61,6 @@ def test_claimed_steps_on_eight_lane_vectors(case):
     match onnxruntime too, whatever vector width the test machine has."""
     if not _has_avx2():
         pytest.skip("needs an x86 CPU with AVX2 and FMA to run -mcpu=haswell code")
-    ort = pytest.importorskip("onnxruntime")
-    op, seq, batch, n_in, hid, attrs, _ = CASES[case]
-    model, feed = _model(np.random.default_rng(3), op, seq, batch, n_in, hid, attrs)
-    shape = {k: v.shape for k, v in feed.items()}
-    g, params = nnvm.frontend.from_onnx(model, shape=shape)
-    lib = nnvm.compiler.build(g, target="llvm -mcpu=haswell", shape=shape, params=params,
-                              dtype={k: v.dtype.name for k, v in feed.items()})
-    want = ort.InferenceSession(model.SerializeToString(),
-                                providers=["CPUExecutionProvider"]).run(None, feed)
+    lib, inputs, want = built_with_reference(case, 3, target="llvm -mcpu=haswell")
     for threads in (1, 2, 3):
-        lib.set_num_threads(threads)
-        got = lib.run(**{k: v for k, v in feed.items() if k in lib.input_names})
-        for a, b in zip(got, want):
-            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4,
-                                       err_msg=f"{threads} threads")
+        assert_runs_match(lib, inputs, want, threads, runs=1)

@@ -71,30 +71,44 @@ def _model(rng, op, seq, batch, n_in, hid, attrs):
     return model, feed
 
 
-@pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_step_paths_match_onnxruntime(case, threads):
+def built_with_reference(case, seed, target="llvm"):
+    """``(lib, inputs, want)``: the case's one-node model built for ``target``, its feed,
+    and onnxruntime's outputs (NNVM's reference kernel's for ``layout`` 1, which
+    onnxruntime's CPU kernels reject)."""
     ort = pytest.importorskip("onnxruntime")
     op, seq, batch, n_in, hid, attrs, _ = CASES[case]
-    model, feed = _model(np.random.default_rng(1), op, seq, batch, n_in, hid, attrs)
+    model, feed = _model(np.random.default_rng(seed), op, seq, batch, n_in, hid, attrs)
     shape = {k: v.shape for k, v in feed.items()}
+    dtype = {k: v.dtype.name for k, v in feed.items()}
     g, params = nnvm.frontend.from_onnx(model, shape=shape)
-    lib = nnvm.compiler.build(g, target="llvm", shape=shape, params=params,
-                              dtype={k: v.dtype.name for k, v in feed.items()})
+    lib = nnvm.compiler.build(g, target=target, shape=shape, params=params, dtype=dtype)
     assert lib.stats()["num_fallback_kernels"] == 0, lib.stats()["unsupported_ops"]
-    lib.set_num_threads(threads)
-    if attrs.get("layout"):  # onnxruntime's CPU kernels reject layout 1: NNVM's reference
+    inputs = {k: v for k, v in feed.items() if k in lib.input_names}
+    if attrs.get("layout"):
         want = nnvm.compiler.build(g, target="reference", shape=shape, params=params,
-                                   dtype={k: v.dtype.name for k, v in feed.items()}).run(
-            **{k: v for k, v in feed.items() if k in lib.input_names})
+                                   dtype=dtype).run(**inputs)
     else:
         want = ort.InferenceSession(model.SerializeToString(),
                                     providers=["CPUExecutionProvider"]).run(None, feed)
-    for _ in range(2):  # a second run starts from the same buffers: no state carried over
-        got = lib.run(**{k: v for k, v in feed.items() if k in lib.input_names})
+    return lib, inputs, want
+
+
+def assert_runs_match(lib, inputs, want, threads, runs=2):
+    """``runs`` runs in a row at ``threads`` equal ``want`` (a later run starts from the
+    same buffers: no state carried over)."""
+    lib.set_num_threads(threads)
+    for _ in range(runs):
+        got = lib.run(**inputs)
         assert len(got) == len(want)
         for a, b in zip(got, want):
-            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4,
+                                       err_msg=f"{threads} threads")
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_step_paths_match_onnxruntime(case, threads):
+    assert_runs_match(*built_with_reference(case, 1), threads)
 
 
 def _kernel_text(model, feed) -> tuple[str, int]:
