@@ -6,7 +6,8 @@ chunk counts) and 4 (more threads than the 2-core CI box has cores, so a part's 
 often descheduled and the others take its parts or wait for it), each several runs in a
 row of one library (a run's claims start from a fresh state), on odd chunk counts, batch
 2, forward and reverse, fed initial states and ``sequence_lens`` (``layout`` 1 against
-NNVM's reference kernel), and built for AVX2 (8-lane vectors) as well as for the machine's own width.
+NNVM's reference kernel), and built for AVX2 (8-lane vectors) as well as for the
+machine's own width.
 
 Why: a launch per step cost about what splitting the step saved (a 64-step 128-unit GRU
 as slow at 2 threads as at 1). Speed is measured by ``benchmarks/bench_roofline.py``, not
