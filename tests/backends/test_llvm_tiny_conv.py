@@ -211,6 +211,18 @@ def test_small_groups_are_packed_for_the_column_kernel(x_shape, w_shape, groups,
         assert kind == ("conv_nd" if layout[0].startswith("conv_nd") else "conv2d")
 
 
+@pytest.mark.parametrize("cog,lanes,block", [(3, 8, 6), (4, 8, 8), (3, 4, 3), (4, 4, 4)])
+def test_column_packing_at_narrower_vectors(cog, lanes, block):
+    """AVX2 (8 lanes) keeps the 2 copies; a 4-lane target packs the group's channels once
+    (no columns per vector), still in the layout the ``conv_nd`` kernel reads."""
+    from nnvm_llvm.compiler.lowering import LowerContext, _conv_pack
+
+    attrs = {"kernel_size": (3, 3), "strides": (1, 1), "dilation": (1, 1),
+             "padding": (0, 0), "groups": 2, "channels": 2 * cog}
+    shapes = [(1, 4, 9, 9), (2 * cog, 2, 3, 3)]
+    assert _conv_pack(attrs, shapes, LowerContext(lanes)) == {1: ("conv_nd_2g", block)}
+
+
 def test_packed_copies_unpack_to_the_weight():
     """``pack_conv_nd`` with copies repeats each channel in place (lane ``channel *
     copies + column``); ``conv_nd.unpacked`` reads the model layout back from it."""
