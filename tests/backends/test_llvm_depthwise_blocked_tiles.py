@@ -25,6 +25,7 @@ from nnvm_llvm.compiler.schedules import PARALLEL_MIN_WORK  # noqa: E402
 from nnvm_llvm.compiler.window_blocked import _tile, _writes_back_per_tile, wants_blocked  # noqa: E402
 from test_llvm_window_blocked import _scheduled_blocked, scheduled_blocked_max_pool  # noqa: E402
 from test_llvm_flat_window_strided_rows import _model as _onnx_conv  # noqa: E402
+from test_llvm_recurrent_claimed_steps import _has_avx2  # noqa: E402
 from test_llvm_window_blocked_onnx import _geometry  # noqa: E402
 
 CONVS = {
@@ -46,25 +47,41 @@ CONVS = {
 }
 
 
-@pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("case", sorted(CONVS))
-def test_blocked_depthwise_tiles_match_onnxruntime(case, threads):
+def _check_against_onnxruntime(case, threads, target="llvm", lanes=16):
     xs, k, s, pads, d, bias = CONVS[case]
-    g = _geometry(xs, k, s, pads, d)
+    g = _geometry(xs, k, s, pads, d, lanes)
     assert wants_blocked(g, xs[1]), "the case must take the kernel"
-    assert xs[0] * -(-xs[1] // 16) * 16 * g.oh * g.ow * k * k >= PARALLEL_MIN_WORK
+    assert xs[0] * -(-xs[1] // lanes) * lanes * g.oh * g.ow * k * k >= PARALLEL_MIN_WORK
     rng = np.random.default_rng(59)
     model = _onnx_conv(xs, k, s, pads, d, bias, rng)
     xv = (rng.standard_normal(xs) * 3).astype(np.float32)
     want = ort.InferenceSession(model.SerializeToString(),
                                 providers=["CPUExecutionProvider"]).run(None, {"x": xv})[0]
-    g, params = nnvm.frontend.from_onnx(model, shape={"x": xs})
-    lib = nnvm.compiler.build(g, target="llvm", shape={"x": xs}, params=params)
+    graph, params = nnvm.frontend.from_onnx(model, shape={"x": xs})
+    lib = nnvm.compiler.build(graph, target=target, shape={"x": xs}, params=params)
     assert lib.stats()["schedule_fallbacks"] == []
-    lib.set_num_threads(threads)
-    got = lib.run(x=xv)[0]
-    assert got.shape == want.shape
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    for t in threads:
+        lib.set_num_threads(t)
+        got = lib.run(x=xv)[0]
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("case", sorted(CONVS))
+def test_blocked_depthwise_tiles_match_onnxruntime(case, threads):
+    _check_against_onnxruntime(case, [threads])
+
+
+@pytest.mark.parametrize("case", ["k5_7x7_36_blocks", "k5_dilated_16x16_10_blocks",
+                                  "k5_7x7_part_vector_batch2"])
+def test_blocked_depthwise_tiles_on_eight_lane_vectors(case):
+    """An AVX2 build (``-mcpu=haswell``: 8 channels a vector, so twice the blocks: 72, a
+    multiple of the 8 tasks, and 20 and 50, laid out as halves) matches onnxruntime at 1
+    and 2 threads, whatever vector width the test machine has."""
+    if not _has_avx2():
+        pytest.skip("needs an x86 CPU with AVX2 and FMA to run -mcpu=haswell code")
+    _check_against_onnxruntime(case, [1, 2], target="llvm -mcpu=haswell", lanes=8)
 
 
 def test_only_whole_row_or_4_column_tiles_of_depthwise_convs_write_back_per_tile():
