@@ -36,14 +36,17 @@ tap ``(rh, rw)`` of output row ``r`` reads is the one tap ``(rh - 1, rw)`` of ro
 reads, so LLVM loads it once for both (5 x 5 over 256 x 50 x 38: 523 -> 374 us; 3 x 3 over
 16 x 400 x 304, whose rows are whole vectors and need no crop: 990 -> 566 us; 1 thread).
 
-Measured and not taken (3 x 3 over 64 x 200 x 152 and 32 x 400 x 304 s2, 1 thread, A/B
-in one process, CPU time per call): phase planes and output rows made per strip of row
-tiles (in L1, not L2), the crop fused into the register tile (output stored from it),
-and strided phases read straight from the input (borders split off by ``loop_partition``
-instead of a padded row copy) each moved the median by under 3%. A profile of the first (perf
-cpu-clock) splits it into taps 35%, pad copy 30%, crop 27% and fill 8%. Its planes stay in
-L3 (the same bytes take 190 us through ``y = x + 1``), and two planes that fit in L2 cost
-only 1.4-1.8x less each, so the copy and crop are not DRAM passes to fuse away.
+Measured and not taken (3 x 3 over 64 x 200 x 152, 16 x 400 x 304 and 32 x 400 x 304 s2,
+1 thread, A/B in one process, CPU time per call): phase planes and output rows made per
+strip of row tiles (in L1, not L2), the crop fused into the register tile (output stored
+from it), a unit-stride plane written in one pass (no fill before the copy: LLVM masks
+the pad lanes), strided phases read straight from the input (borders split off by
+``loop_partition``, no padded row copy). None moved the time beyond the noise of such an
+A/B on a shared box (two builds of the same kernel differed by up to 8%). A profile of
+the first (perf cpu-clock) splits it into taps 35%, pad copy 30%, crop 27% and fill 8%,
+but its planes stay in L3 (the same bytes take 190 us through ``y = x + 1``), and two
+planes that fit in L2 cost only 1.4-1.8x less each; with the crop fused, its share of
+the samples moved onto the register tile's output stores.
 
 Shapes are static; the geometry is :class:`FlatPlane`. ``window_schedule.schedule_window`` hands
 a window whose input is phase planes (:func:`is_flat`) to :func:`schedule_flat`.
