@@ -95,8 +95,8 @@ def kernel_symbols(lib, names: list[str]) -> list[int] | None:
     packed calling convention, called with ``self`` NULL), or None where they cannot be had.
 
     Why: the ``tvm_ffi`` Function of a library symbol is a C++ closure whose ``safe_call``
-    catches exceptions, checks the result's type and then calls the symbol: about 3 ns of a
-    one-element kernel's 10 ns call (1 thread, one process). The C executor calls the symbol
+    catches exceptions, checks the result's type and then calls the symbol: about 4 ns of a
+    one-element kernel's 13 ns call (1 thread, one process). The C executor calls the symbol
     itself, as the exported C library does (``deploy/nnvm_model.c``); errors are raised the
     same way. Found with ``dlopen(RTLD_NOLOAD)`` of the name ``_dlopen`` loaded it by (a
     reference given back at once); valid while ``lib`` (or a function of it) is alive."""
