@@ -23,6 +23,13 @@ row, and a row of 8 left half of every vector empty (1 thread, interleaved, Zen 
 1x2x8x8 0.104 -> 0.048 us, 10x20 0.137 -> 0.111, 1x2x8x32 0.223 -> 0.168, 1x2x32x32 0.87
 -> 0.65, 1x2x49x49 2.19 -> 1.86, 1x8x40x40 5.70 -> 4.53; rows of 2, topi's rule before,
 1x55x75x2 3.37 -> 1.99 us).
+
+Measured and not taken (1 thread, one process, Zen 4): the row sums' reciprocal as the CPU's
+estimate and a Newton step instead of ``vdivps`` (Softmax 1x2x8x8 47.2 -> 49.5 ns, 2x128
+and 5x40 within noise); packed rows reduced across ``n`` vectors at once (two-source shuffles
+pairing half-segments, ``n - 1`` operations per ``n`` vectors) instead of the butterfly
+(1x2x8x8 45.5 -> 51.6 ns, 3x7x4 32.2 -> 36.6, 1x55x75x2 2.1 -> 2.6 us); all groups of 10
+rows of 20 in flight at once instead of 6 and 4 (80.3 ns both ways).
 """
 
 from __future__ import annotations

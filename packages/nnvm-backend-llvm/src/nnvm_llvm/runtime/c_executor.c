@@ -17,6 +17,12 @@
  * module's lock serialises its runs; each kernel's arguments are packed once, at create
  * (kernels only read them), and nothing else is written during a run, so different modules
  * run concurrently.
+ *
+ * Measured and not taken: kernels built without TVM's argument checks (PassContext
+ * "tirx.disable_assert"; the executor's tensors are right by construction) ran no faster
+ * through this loop (one-element Relu 6.6 ns, AveragePool 2x3x6x1 9.4 -> 10.9, MaxPool
+ * 2x10x4 12.0 -> 11.4: the predicted branches overlap the kernel), and a failing kernel would
+ * then write out of bounds instead of raising.
  */
 #include <stdint.h>
 #include <stdlib.h>
