@@ -128,7 +128,7 @@ class _Layout:
 
 def _data_header(module, lay: _Layout) -> tuple[str, list, list]:
     m = module
-    funcs, steps, step_args, max_args = [], [], [], 0
+    funcs, steps, step_args = [], [], []
     for k, step in enumerate(m._plan["steps"]):
         where = f"step {k} ({step['func']})"
         ids = [lay.tensor(("p", a["packed"]) if "packed" in a else ("e", a["entry"]), where)
@@ -138,7 +138,6 @@ def _data_header(module, lay: _Layout) -> tuple[str, list, list]:
             funcs.append(fname)
         steps.append((funcs.index(fname), len(ids), len(step_args)))
         step_args.extend(ids)
-        max_args = max(max_args, len(ids))
     inputs = [(n, lay.tensor(("e", e), f"input '{n}'")) for e, n in m._var_entries.items()
               if n not in m.params and e in m._arrays]
     outputs = [(n, lay.tensor(("e", e), f"output '{n}'"))
@@ -156,7 +155,7 @@ def _data_header(module, lay: _Layout) -> tuple[str, list, list]:
            f"#define NNVM_NUM_TENSORS {len(lay.tensors)}\n",
            f"#define NNVM_NUM_STEPS {len(steps)}\n",
            f"#define NNVM_NUM_FUNCS {len(funcs)}\n",
-           f"#define NNVM_MAX_ARGS {max_args}\n",
+           f"#define NNVM_NUM_STEP_ARGS {len(step_args)}\n",
            f"#define NNVM_NUM_INPUTS {len(inputs)}\n",
            f"#define NNVM_NUM_OUTPUTS {len(outputs)}\n",
            f"#define NNVM_ARENA_BYTES {lay.arena_bytes}ULL\n",

@@ -5,10 +5,10 @@
  *     kernels are the raw symbols of the embedded kernel library (self = NULL);
  *   - runtime/c_executor.c, which serves Python's lib.run() with one FFI call per run,
  *     where the kernels are the same raw symbols of the model's loaded library (or, where
- *     they cannot be had, tvm_ffi Function objects: their safe_call and handle), called
- *     over arguments packed once (nnvm_run_packed).
- * Both build one DLTensor per buffer once and then call the kernels in plan order; a kernel
- * takes DLTensor pointers in TVM's packed calling convention.
+ *     they cannot be had, tvm_ffi Function objects: their safe_call and handle).
+ * Both build one DLTensor per buffer and pack every step's arguments once (nnvm_pack_args),
+ * then call the kernels in plan order (nnvm_run_packed); a kernel takes DLTensor pointers
+ * in TVM's packed calling convention.
  */
 #ifndef NNVM_EXECUTOR_H_
 #define NNVM_EXECUTOR_H_
@@ -39,29 +39,6 @@ static inline void nnvm_tensor_init(DLTensor *t, void *data, int32_t ndim, int64
   t->byte_offset = 0;
 }
 
-/* Runs steps [lo, hi). `args` has room for the largest step's arguments. Returns -1 when
- * every kernel succeeded, else the index of the step that failed (the kernel has raised its
- * error through TVMFFIErrorSetRaisedFromCStrParts; nothing after it ran). */
-static inline int nnvm_run_steps(const nnvm_kernel *kernels, const nnvm_step_desc *steps,
-                                 const int32_t *step_args, DLTensor *tensors, TVMFFIAny *args,
-                                 int lo, int hi) {
-  for (int s = lo; s < hi; ++s) {
-    const nnvm_step_desc *st = &steps[s];
-    for (int a = 0; a < st->nargs; ++a) {
-      args[a].type_index = kTVMFFIDLTensorPtr;
-      args[a].zero_padding = 0;
-      args[a].v_ptr = &tensors[step_args[st->args_off + a]];
-    }
-    TVMFFIAny res;
-    res.type_index = kTVMFFINone;
-    res.zero_padding = 0;
-    res.v_int64 = 0;
-    const nnvm_kernel *k = &kernels[st->func];
-    if (k->call(k->self, args, st->nargs, &res) != 0) return s;
-  }
-  return -1;
-}
-
 /* Fills `args` (one TVMFFIAny per entry of step_args) once: a kernel reads its arguments and
  * never writes them, so a run can pass them as they are (nnvm_run_packed). */
 static inline void nnvm_pack_args(const int32_t *step_args, int32_t num_step_args,
@@ -73,8 +50,10 @@ static inline void nnvm_pack_args(const int32_t *step_args, int32_t num_step_arg
   }
 }
 
-/* nnvm_run_steps over arguments packed once by nnvm_pack_args: the loop only calls (a
- * microsecond model of tiny kernels spends a few ns per kernel in this loop). */
+/* Runs steps [lo, hi) over the arguments nnvm_pack_args filled: the loop only calls (a
+ * microsecond model of tiny kernels spends a few ns per kernel in this loop). Returns -1
+ * when every kernel succeeded, else the index of the step that failed (the kernel has
+ * raised its error through TVMFFIErrorSetRaisedFromCStrParts; nothing after it ran). */
 static inline int nnvm_run_packed(const nnvm_kernel *kernels, const nnvm_step_desc *steps,
                                   const TVMFFIAny *args, int lo, int hi) {
   for (int s = lo; s < hi; ++s) {

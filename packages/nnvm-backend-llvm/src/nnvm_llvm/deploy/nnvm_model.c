@@ -50,6 +50,8 @@ extern const unsigned char nnvm_blob_kernels_end[];
 struct nnvm_model {
   void *arena;
   DLTensor tensors[NNVM_NUM_TENSORS];
+  /* every step's kernel arguments, packed once at create (kernels never write them) */
+  TVMFFIAny args[NNVM_NUM_STEP_ARGS > 0 ? NNVM_NUM_STEP_ARGS : 1];
   char err[NNVM_ERR_LEN];
 };
 
@@ -174,6 +176,7 @@ nnvm_model *nnvm_model_create(int num_threads) {
                                 : (void *)((unsigned char *)m->arena + d->offset),
                      d->ndim, (int64_t *)(nnvm_shapes + d->shape_off), d->code, d->bits);
   }
+  nnvm_pack_args(nnvm_step_args, NNVM_NUM_STEP_ARGS, m->tensors, m->args);
   return m;
 }
 
@@ -280,10 +283,8 @@ int nnvm_model_get_output(nnvm_model *m, int i, void *data, size_t nbytes) {
 
 int nnvm_model_run(nnvm_model *m) {
   if (!m) return -1;
-  TVMFFIAny args[NNVM_MAX_ARGS > 0 ? NNVM_MAX_ARGS : 1];
   t_kernel_err[0] = '\0';
-  int s = nnvm_run_steps(g_kernels, nnvm_steps, nnvm_step_args, m->tensors, args, 0,
-                         NNVM_NUM_STEPS);
+  int s = nnvm_run_packed(g_kernels, nnvm_steps, m->args, 0, NNVM_NUM_STEPS);
   if (s >= 0) {
     snprintf(m->err, sizeof m->err, "nnvm_model_run -> kernel %s (step %d) failed: %s -> "
              "the inputs are checked by size only; this is a bug or memory corruption, "
