@@ -81,6 +81,10 @@ CASES = {
     "conv2d_g3_cpg4_large_odd": ((1, 6, 20, 33), (12, 2, 3, 2), {"group": 3}),
     "conv2d_g2_cpg4_pad_large": ((1, 4, 20, 21), (8, 2, 3, 3), {"group": 2,
                                                                 "pads": [1, 0, 1, 1]}),
+    # 6-lane tiles written back in lane order (``conv_nd_schedule._writeback_in_lane_order``);
+    # an odd row keeps the output order
+    "conv2d_g2_cpg3_odd_row": ((2, 4, 5, 8), (6, 2, 2, 2), {"group": 2}),
+    "conv3d_g3_cpg3_dil": ((1, 6, 5, 4, 6), (9, 2, 2, 1, 3), {"group": 3, "dilations": [2, 1, 2]}),
 }
 
 
@@ -221,6 +225,32 @@ def test_column_packing_at_narrower_vectors(cog, lanes, block):
              "padding": (0, 0), "groups": 2, "channels": 2 * cog}
     shapes = [(1, 4, 9, 9), (2 * cog, 2, 3, 3)]
     assert _conv_pack(attrs, shapes, LowerContext(lanes)) == {1: ("conv_nd_2g", block)}
+
+
+def test_six_lane_tile_writes_back_in_lane_order():
+    """A one-thread tile of 3 channels x 2 columns stores each channel's column pair as
+    one 2-lane vector (its write-back in the accumulators' lane order), and the kernel
+    still gives onnxruntime's numbers."""
+    import tvm
+    from tvm import te
+
+    from nnvm_llvm.compiler import conv_nd, schedules
+    from nnvm_llvm.runtime import packing
+
+    model, x, w = _model("conv3d_g2_cpg3", False, False)
+    want = ort_outputs(model, {"x": x})[0]
+    packed = packing.pack("conv_nd_2g", w, 6)
+    xt, wt = te.placeholder(x.shape, name="x"), te.placeholder(packed.shape, name="w")
+    y = conv_nd.blocked_conv(xt, wt, None, (1, 1, 1), (0, 0, 0), (1, 1, 1), 2, want.shape,
+                             "float32", "conv", 16, packed=True)
+    info = schedules.ScheduleInfo("conv_nd", 16)
+    func = schedules.schedule(te.create_prim_func([xt, wt, y]), info)
+    assert info.applied
+    script = func.script()
+    assert "T.vectorized(6)" in script and "T.vectorized(2)" in script, script
+    out = tvm.runtime.tensor(np.zeros(want.shape, "float32"))
+    tvm.compile(func, target="llvm")(tvm.runtime.tensor(x), tvm.runtime.tensor(packed), out)
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-4)
 
 
 def test_packed_copies_unpack_to_the_weight():
