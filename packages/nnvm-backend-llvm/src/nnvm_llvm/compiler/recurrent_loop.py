@@ -509,7 +509,19 @@ class _Kernel:
         the next tile (``llvm.prefetch`` in the k loop made LLVM keep the 16 accumulators
         in memory, a store per FMA: 30-60% slower), staggering each row's k order to
         spread the rows 2 KB apart over L1 sets (slower: a load of ``h`` per FMA), tiles
-        of 8 rows and the input projection's loops swapped (both within noise)."""
+        of 8 rows and the input projection's loops swapped (both within noise).
+
+        What is left is the layout. Blocked column panels (128 columns a block, each block
+        one contiguous 256 KB stream over ``k``: a broadcast of ``h[k]``, 8 accumulators,
+        no reductions) made each 4 MB GEMV about 10 us faster than these dots (builds of
+        20 and 40 steps in one process, loaded box: 137 vs 157 us a step of both
+        directions), but transposed once per call (``transpose``) they cost about 340 us
+        a direction, so the 20-step layer was no faster (3.32 vs 3.35 ms, best blocks).
+        A C model of its 40 GEMVs on this box (flip kept, best of 30) agrees: dot tiles
+        52 us per GEMV, the same panels laid out beforehand 42 us, each row read whole 65
+        us, rows staggered over L1 sets 50 us, a prefetch of the next tile 66-88 us. So the
+        matrix wants packing at load (``Lowering.pack`` and a layout in
+        ``runtime.packing``), not per call; disabling ``flip`` cost 6% (3.41 vs 3.20 ms)."""
         if self.dots_fit(self.hid):
             self.gemm_dots(dst, 1, lambda row: b, lambda row, k: src(k), self.buf["R"], d,
                            n0, n1, self.hid, bias, flip, split_tiles=self.split_steps)
