@@ -106,7 +106,9 @@ def grouped_conv2d(attrs, ins, outs, ctx):
     divides (the 2-D rule covers the rest): the blocked N-d kernel, each group's channels
     zero-padded to whole vectors. Its register tile is the ``conv_nd`` template's, so the
     kernel is fast only where ``lowering.kind_of`` gives such a group that kind (6
-    channels per group at 56x56: 0.31 ms under ``conv_nd``, 15-19 ms under ``reduce``)."""
+    channels per group at 56x56: 0.31 ms under ``conv_nd``, 15-19 ms under ``reduce``).
+    It also takes the weights ``lowering.columns_packed`` routes to it, packed at load in the
+    ``conv_nd`` layout (3-4 channels per group, unpadded, unit column stride)."""
     x, w = ins[0], ins[1]
     out_shape, dtype = outs[0]
     p = tuple(attrs["padding"])
