@@ -19,6 +19,17 @@ def skip_without_llvm() -> None:
         pytest.skip(reason, allow_module_level=True)
 
 
+def has_avx2() -> bool:
+    """Whether this x86 CPU can run AVX2+FMA code (``-mcpu=haswell`` builds): tests of the
+    8-lane kernel paths run those builds on AVX-512 machines too."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return False
+    return "avx2" in flags and "fma" in flags
+
+
 def run_weighted(y, x, params: dict, threads: int):
     """``(lib, output)``: ``y`` built for llvm at opt level 3 with ``params`` bound (the
     weights), run on input ``x`` with ``threads`` threads."""

@@ -21,11 +21,11 @@ pytest.importorskip("tvm")
 ort = pytest.importorskip("onnxruntime")
 onnx = pytest.importorskip("onnx")
 import nnvm  # noqa: E402
+from llvm_probe import has_avx2  # noqa: E402
 from nnvm_llvm.compiler.schedules import PARALLEL_MIN_WORK  # noqa: E402
 from nnvm_llvm.compiler.window_blocked import _tile, _writes_back_per_tile, wants_blocked  # noqa: E402
 from test_llvm_window_blocked import _scheduled_blocked, scheduled_blocked_max_pool  # noqa: E402
 from test_llvm_flat_window_strided_rows import _model as _onnx_conv  # noqa: E402
-from test_llvm_recurrent_claimed_steps import _has_avx2  # noqa: E402
 from test_llvm_window_blocked_onnx import _geometry  # noqa: E402
 
 CONVS = {
@@ -79,7 +79,7 @@ def test_blocked_depthwise_tiles_on_eight_lane_vectors(case):
     """An AVX2 build (``-mcpu=haswell``: 8 channels a vector, so twice the blocks: 72, a
     multiple of the 8 tasks, and 20 and 50, laid out as halves) matches onnxruntime at 1
     and 2 threads, whatever vector width the test machine has."""
-    if not _has_avx2():
+    if not has_avx2():
         pytest.skip("needs an x86 CPU with AVX2 and FMA to run -mcpu=haswell code")
     _check_against_onnxruntime(case, [1, 2], target="llvm -mcpu=haswell", lanes=8)
 

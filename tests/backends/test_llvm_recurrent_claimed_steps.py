@@ -22,6 +22,7 @@ import pytest
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 pytest.importorskip("nnvm_llvm", reason="llvm backend not installed")
 pytest.importorskip("tvm", reason="the llvm compiler needs TVM (apache-tvm)")
+from llvm_probe import has_avx2  # noqa: E402
 from test_llvm_recurrent_fused_step import (  # noqa: E402
     CASES, _kernel_text, _model, assert_runs_match, built_with_reference)
 
@@ -47,20 +48,11 @@ def test_only_fused_steps_claim_parts(case):
     assert ("nnvm_step_wait" in text) == fused
 
 
-def _has_avx2() -> bool:
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = next((line.split() for line in f if line.startswith("flags")), [])
-    except OSError:
-        return False
-    return "avx2" in flags and "fma" in flags
-
-
 @pytest.mark.parametrize("case", ["gru-7-chunks-batch2-reverse-lens", "lstm-9-chunks-lens"])
 def test_claimed_steps_on_eight_lane_vectors(case):
     """The parts of an AVX2 build (``-mcpu=haswell``: 8-lane vectors, 14 and 18 chunks)
     match onnxruntime too, whatever vector width the test machine has."""
-    if not _has_avx2():
+    if not has_avx2():
         pytest.skip("needs an x86 CPU with AVX2 and FMA to run -mcpu=haswell code")
     lib, inputs, want = built_with_reference(case, 3, target="llvm -mcpu=haswell")
     for threads in (1, 2, 3):
