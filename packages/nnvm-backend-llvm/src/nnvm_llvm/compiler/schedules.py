@@ -35,6 +35,7 @@ import dataclasses
 
 import tvm
 import tvm.s_tir as s_tir
+import tvm_ffi
 
 #: work (multiply-adds or elements) under which a kernel stays on one thread: a parallel
 #: launch costs a few microseconds idle and far more on a loaded machine (a per-frame LSTM
@@ -561,17 +562,19 @@ def _spatial_tile(sch, anchor, info: ScheduleInfo, possible: bool = False):
     hw = _extent(sch, i) * _extent(sch, j)
     if img is None or [int(d) for d in img.shape[2:]] != [_extent(sch, i), _extent(sch, j)]:
         return None  # (strided: the image is larger than the output)
-    # the pixel tile: the one that pads least (none when whole vectors divide the plane)
-    nr = min((2 * info.lanes, info.lanes), key=lambda n: (-(-hw // n) * n, -n))
+    # the pixel tile: the one that recomputes fewest pixels (none when whole vectors divide
+    # the plane), at most the plane: the last tile overlaps the one before it
+    # (``_overlap_last_tile``)
+    nr = min((n for n in (2 * info.lanes, info.lanes) if n <= max(hw, info.lanes)),
+             key=lambda n: (-(-hw // n) * n, -n))
     mr = _pick(_extent(sch, c), (8, 6, 4))
     if hw < info.lanes or mr < 4:
         return None
     if hw % nr and (not _outputs_have_channels(sch, _extent(sch, c))
                     or int(img.shape[1]) != _extent(sch, rc)):
-        # zero-padded output channels (17, 257): the write-back would need two predicates,
-        # and TVM keeps only the last one given (the other lanes stored past the end);
-        # grouped convs read the image at a channel computed from c, which ``pad_einsum``
-        # refuses
+        # zero-padded output channels (17, 257): the write-back's channel predicate would
+        # go with the uneven pixel split's, which ``_overlap_tiles`` drops (lanes stored
+        # past the end); grouped convs (the image channel computed from c) are not measured
         return None
     wanted = possible or info.knobs.get("spatial", _spatial_default(
         hw, nr, _extent(sch, c), _extent(sch, rc), info))
@@ -589,8 +592,9 @@ def _outputs_have_channels(sch, channels: int) -> bool:
 
 def _spatial_default(hw: int, nr: int, oc: int, ic: int, info: ScheduleInfo) -> bool:
     """Whether the pixel GEMM beats the channel-vector template untuned. Planes whole tiles
-    divide: always (see ``_schedule_conv2d_spatial``). Padded planes pay for a zero-padded
-    copy of the image, a predicated store and the padding lanes, so only where the GEMM
+    divide: always (see ``_schedule_conv2d_spatial``). Other planes recompute the pixels
+    their last, overlapping tile shares with the one before (``_overlap_last_tile``; until
+    then a zero-padded copy of the image, whose numbers these are), so only where the GEMM
     wins by more: at least as many output channels as input ones, and either little padding
     (169 -> 176, 196 -> 208 pixels) or a channel-vector tile of half a vector (a channel
     count 16 does not divide). Min of 7 x 200 runs, 1 thread, us, channel-vector -> GEMM:
@@ -605,33 +609,70 @@ def _spatial_default(hw: int, nr: int, oc: int, ic: int, info: ScheduleInfo) -> 
     return oc >= ic and (8 * (padded - hw) <= padded or half)
 
 
-def _pad_pixels(sch, anchor, padded: int, bn: int):
-    """Pad the flat pixel axis of a pointwise conv (``anchor`` over (b, c, p, rc, rh, rw),
-    writing its local buffer) to ``padded`` pixels; returns the block that copies the image
-    into its zero-padded flat buffer. Why: a pixel count whole vectors do not divide left the
-    tile's last vector predicated, which TVM scalarises for the whole kernel (13x13: 30x
-    slower), so those planes (SqueezeNet's 512->1000 classifier, 27% of its run) kept the
-    channel-vector template. ``pad_einsum`` needs plain index reads: the image is read
-    through a flat copy and the packed weights through an OIHW view, both inlined again
-    afterwards; only the padded image copy (ic x padded floats) stays."""
-    reads = [r.source for r in sch.get(anchor).reads]
-    img = next(k for k, r in enumerate(reads) if len(r.shape) == 4)
-    width = int(reads[img].shape[3])
-    xr = sch.cache_read(anchor, img, "global")
-    sch.transform_layout(xr, ("write", 0), lambda vb, vc, vi, vj: (vb, vc, vi * width + vj))
-    wr = None
-    packed = next((k for k, r in enumerate(reads) if len(r.shape) == 5), None)
-    if packed is not None:
-        wr = sch.cache_read(anchor, packed, "global")
-        sch.transform_layout(wr, ("write", 0),
-                             lambda vo, vr, vh, vw, vl: (vo * bn + vl, vr, vh, vw))
-    sch.pad_einsum(anchor, [1, 1, padded, 1, 1, 1])
-    if wr is not None:
-        sch.compute_inline(wr)
-    sch.compute_inline(xr)
-    for unpad in sch.get_consumers(anchor):
-        sch.compute_inline(unpad)
-    return sch.get_producers(anchor)[0]
+#: annotation on a pointwise conv's pixel-tile loop: the last pixel a tile may start at
+#: (``_overlap_last_tile``); read and removed by ``_overlap_tiles`` after scheduling
+OVERLAP = "nnvm_overlap_tail"
+
+
+def _overlap_last_tile(sch, po, last_start: int) -> None:
+    """Mark the pixel-tile loop ``po`` so that its tiles start at ``min(start,
+    last_start)``: the last tile overlaps the one before it and recomputes a few pixels
+    (storing the same values again), so no tile reads or writes past the plane. Why: a
+    pixel count whole vectors do not divide left the tile's last vector predicated, which
+    TVM scalarises for the whole kernel (13x13: 30x slower); the zero-padded image copy that
+    replaced it ran on one thread before the parallel body, and at 2 threads the other core
+    then read the freshly padded image from the first core's cache every call (48 -> 48 at
+    14x14: the same time at 1 and 2 threads). TIR's schedule has no overlapping split, so
+    the tile loop is split unevenly and ``_overlap_tiles`` rewrites the bindings."""
+    sch.annotate(po, OVERLAP, last_start)
+
+
+def _overlap_tiles(func):
+    """``func`` with every block under a loop marked by ``_overlap_last_tile`` moved back
+    to a whole tile inside the plane: each binding that uses the marked loop is shifted by
+    ``min(base, last) - base`` (``base`` the binding with the loops inside the tile at 0,
+    i.e. the tile's first pixel, the same for every lane, so the loads stay vectors), and
+    the uneven split's predicate dropped (every shifted pixel is in the plane)."""
+    if OVERLAP not in str(func.body):
+        return func
+    tirx = tvm.tirx
+
+    def loop_vars(stmt) -> list:
+        found = []
+        tvm_ffi.structural_walk(stmt, (tirx.For, lambda f: found.append(
+            (f.loop_var, tirx.const(0, str(f.extent.ty))))))
+        return found
+
+    def shift(body, tile_var, last: int):
+        inner = loop_vars(body)
+
+        def uses_tile(e) -> bool:
+            seen = []
+            tvm_ffi.structural_walk(e, (tvm.ir.expr.Var, lambda v: seen.append(
+                v.same_as(tile_var))))
+            return any(seen)
+
+        def at_tile_start(v):
+            return next((zero for var, zero in inner if var.same_as(v)), v)
+
+        def realize(node):
+            values = []
+            for v in node.iter_values:
+                if uses_tile(v):
+                    base = tvm_ffi.structural_map(v, (tvm.ir.expr.Var, at_tile_start))
+                    v = v - base + tirx.min(base, tirx.const(last, str(base.ty)))
+                values.append(v)
+            return s_tir.SBlockRealize(values, True, node.block)
+        return tvm_ffi.structural_map(body, (s_tir.SBlockRealize, realize))
+
+    def loop(node):
+        if OVERLAP not in node.annotations:
+            return node
+        notes = {k: v for k, v in node.annotations.items() if k != OVERLAP}
+        body = shift(node.body, node.loop_var, int(node.annotations[OVERLAP]))
+        return tirx.For(node.loop_var, node.min, node.extent, node.kind, body,
+                        node.thread_binding, notes)
+    return func.with_body(tvm_ffi.structural_map(func.body, (tirx.For, loop)))
 
 
 def _schedule_conv2d_spatial(sch, func, anchor, info: ScheduleInfo, mr: int, nr: int) -> None:
@@ -657,9 +698,6 @@ def _schedule_conv2d_spatial(sch, func, anchor, info: ScheduleInfo, mr: int, nr:
     sch.transform_layout(anchor, ("write", 0), lambda vb, vc, vi, vj: (vb, vc, vi * width + vj))
     sch.transform_block_layout(wb, lambda vb, vc, vi, vj: (vb, vc, vi * width + vj))
     hw = _extent(sch, sch.get_loops(anchor)[2])
-    xpad = None
-    if hw % nr:
-        xpad = _pad_pixels(sch, anchor, -(-hw // nr) * nr, info.conv_block or 1)
     b, c, p, rc, rh, rw = sch.get_loops(anchor)
     co, ci = sch.split(c, [None, mr])
     po, pv, pi = sch.split(p, [None, nr // info.lanes, info.lanes])
@@ -667,6 +705,8 @@ def _schedule_conv2d_spatial(sch, func, anchor, info: ScheduleInfo, mr: int, nr:
     pc = None
     if chunks > 1:
         pc, po = sch.split(po, [chunks, None])
+    if hw % nr:
+        _overlap_last_tile(sch, po, hw - nr)
     sch.reverse_compute_at(wb, po)
     _epilogue_into(sch, func, wb)
     outer = sch.fuse(b, co, pc) if pc is not None else sch.fuse(b, co)
@@ -680,8 +720,6 @@ def _schedule_conv2d_spatial(sch, func, anchor, info: ScheduleInfo, mr: int, nr:
     _try(sch.vectorize, sch.get_loops(init)[-1])
     wl = sch.get_loops(wb)
     _try(sch.vectorize, sch.split(wl[-1], [None, info.lanes])[1])
-    if xpad is not None:
-        _parallel_rows(sch, xpad)
 
 
 #: parallel tasks a pointwise conv's channel tiles must give before the pixel tiles stay
@@ -729,10 +767,10 @@ def _pixel_split(sch, anchor, info: ScheduleInfo, mr: int, nr: int) -> tuple[int
 
 
 def _spatial_schedules(sch, func, info: ScheduleInfo, tile) -> bool:
-    """Whether the pixel-GEMM template goes through on ``sch``, tried on a copy. Why: on a
-    padded plane ``pad_einsum`` refuses reads it cannot pad (an image channel computed from
-    the output channel, a fused producer it cannot see through); failing half-way, the
-    kernel would fall to plain loops instead of the channel-vector template."""
+    """Whether the pixel-GEMM template goes through on ``sch``, tried on a copy. Why: a
+    primitive refusing the group half-way (a layout transform over a fused producer it
+    cannot see through) would leave the kernel as plain loops instead of the
+    channel-vector template."""
     trial = sch.copy()
 
     def attempt():
@@ -1022,4 +1060,4 @@ def schedule(func, info: ScheduleInfo):
                     work *= max(_extent(sch, lp), 1)
                 if spatial and _extent(sch, spatial[0]) > 1 and work >= PARALLEL_MIN_WORK:
                     _try(sch.parallel, spatial[0])
-    return sch.mod["main"]
+    return _overlap_tiles(sch.mod["main"])
