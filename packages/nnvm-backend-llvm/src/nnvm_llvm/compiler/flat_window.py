@@ -36,17 +36,18 @@ tap ``(rh, rw)`` of output row ``r`` reads is the one tap ``(rh - 1, rw)`` of ro
 reads, so LLVM loads it once for both (5 x 5 over 256 x 50 x 38: 523 -> 374 us; 3 x 3 over
 16 x 400 x 304, whose rows are whole vectors and need no crop: 990 -> 566 us; 1 thread).
 
-Measured and not taken (3 x 3 over 64 x 200 x 152, 16 x 400 x 304 and 32 x 400 x 304 s2,
-1 thread, A/B in one process, CPU time per call): phase planes and output rows made per
-strip of row tiles (in L1, not L2), the crop fused into the register tile (output stored
-from it), a unit-stride plane written in one pass (no fill before the copy: LLVM masks
-the pad lanes), strided phases read straight from the input (borders split off by
-``loop_partition``, no padded row copy). None moved the time beyond the noise of such an
-A/B on a shared box (two builds of the same kernel differed by up to 8%). A profile of
-the first (perf cpu-clock) splits it into taps 35%, pad copy 30%, crop 27% and fill 8%,
-but its planes stay in L3 (the same bytes take 190 us through ``y = x + 1``), and two
-planes that fit in L2 cost only 1.4-1.8x less each; with the crop fused, its share of
-the samples moved onto the register tile's output stores.
+A large unit-stride plane whose rows half vectors divide but whole ones do not (152 wide
+at 16 lanes) is row-tiled in half vectors over rows exactly ``ow`` wide
+(:func:`half_vector_rows`): the register tiles store the output itself, with no crop
+(3 x 3 over 64 x 200 x 152: 1006 -> 729 us at 1 thread, 422 -> 328 us at 2).
+
+An A/B of two variants built in one process must call ``cache.clear_memory()`` between the
+builds: the in-memory kernel cache is keyed by the graph, not by this module's constants,
+so the second build reuses the first kernel (earlier A/Bs of padding per strip, the crop
+fused into the register tile, one-pass padding and strided phases read from the input
+compared a kernel with itself and are void). Measured so: dropping the unit-stride pad copy
+altogether (wrong output, a bound) makes 3 x 3 over 2 x 200 x 152 1.22x faster at 1 thread,
+so reading the input directly is worth a kernel of its own.
 
 Shapes are static; the geometry is :class:`FlatPlane`. ``window_schedule.schedule_window`` hands
 a window whose input is phase planes (:func:`is_flat`) to :func:`schedule_flat`.
@@ -78,6 +79,10 @@ ROW_TILE_WASTE_MAX = 1.4
 WHOLE_PADDED_PLANE_MAX_BYTES = 16 * 1024
 #: rows per register tile of a row-tiled depthwise window, in order of preference
 ROW_TILE_PREFS = (5, 4, 6, 3, 7, 8, 2)
+#: narrowest half vector (AVX-512's 8 lanes; AVX2's 4 would halve its FMAs), and smallest
+#: output plane, a depthwise window is row-tiled in half vectors for (:func:`half_vector_rows`)
+HALF_VECTOR_MIN_LANES = 8
+HALF_VECTOR_MIN_PLANE_BYTES = 64 * 1024
 
 
 @dataclasses.dataclass(frozen=True)
@@ -172,7 +177,7 @@ def flat_window(xq, g: FlatPlane, combine, tap, name: str):
     n, c = xq.shape[0], xq.shape[1]
     rows, wrow = g.tile
     width = row_tiled_width(g) if name.startswith("anchor_depthwise") else wrow
-    rows = row_tiled_rows(g) if width % g.lanes == 0 else rows
+    rows = row_tiled_rows(g) if width % g.lanes == 0 or width != wrow else rows
     rh, rw = te.reduce_axis((0, g.kh), "rh"), te.reduce_axis((0, g.kw), "rw")
 
     def at(b, ch, r, t):
@@ -181,7 +186,7 @@ def flat_window(xq, g: FlatPlane, combine, tap, name: str):
         v = xq[b, ch, (dy % g.sh) // g.gh, (dx % g.sw) // g.gw, q // wrow, q % wrow]
         return combine(tap(v, ch, rh, rw), axis=[rh, rw])
     acc = te.compute((n, c, rows, width), at, name=name)
-    if (rows, width) == (g.oh, g.ow) and width % g.lanes == 0:
+    if (rows, width) == (g.oh, g.ow) and (width % g.lanes == 0 or width != wrow):
         return acc  # row-tiled over exactly the output: nothing to crop
     # otherwise always a crop, even of the whole: a flat schedule flattens the window's own
     # buffer, which must never be the kernel's output
@@ -202,11 +207,30 @@ def row_tiled_width(g: FlatPlane) -> int:
     equal sum, so ``(K + kh - 1) x kw`` loads feed ``K x kh x kw`` FMAs. That needs rows
     of whole vectors, hence the rounded width."""
     rows, wrow = g.tile
+    if half_vector_rows(g):
+        return g.ow
     width = -(-g.ow // g.lanes) * g.lanes
     fits = width + g.reach[1] <= 2 * wrow if g.reach[1] else width == wrow
     if fits and width * row_tiled_rows(g) <= ROW_TILE_WASTE_MAX * rows * wrow:
         return width
     return wrow
+
+
+def half_vector_rows(g: FlatPlane) -> bool:
+    """Whether a depthwise window is row-tiled in vectors of half the lanes over rows exactly
+    ``ow`` wide, so its register tiles store the output itself: unit-stride windows over
+    planes of at least ``HALF_VECTOR_MIN_PLANE_BYTES`` whose rows half vectors divide but
+    whole ones do not (152 wide at 16 lanes), and whose rows a register tile divides.
+
+    Why: rounded up to whole vectors (160), the rows are computed into a plane of their
+    own and cropped into the output, a pass that cost more than the taps lose in half
+    vectors: 3 x 3 over 64 x 200 x 152 ran 1006 -> 729 us at 1 thread and 422 -> 328 us
+    at 2 (A/B in one process). Strided (3 x 3 s2 over 32 x 400 x 304, rows of 152), half
+    vectors ran 4% slower at 1 thread, so strided windows keep the crop."""
+    half = g.lanes // 2
+    return (g.sh == g.sw == 1 and half >= HALF_VECTOR_MIN_LANES and g.ow % g.lanes != 0
+            and g.ow % half == 0 and g.oh * g.ow * 4 >= HALF_VECTOR_MIN_PLANE_BYTES
+            and _row_tile(g.oh) > 1)
 
 
 def row_tiled_rows(g: FlatPlane) -> int:
@@ -237,15 +261,14 @@ def schedule_flat(sch, anchor, info, extent, parallel_min_work: int) -> bool:
     ``rt`` rows instead, one vector per row, so the rows' taps share loads. Knobs: ``vw``,
     ``rt``, ``parallel``."""
     rows, width, work = _sizes(sch, anchor, extent)
-    vw = info.knobs.get("vw") or info.lanes
-    if (rows * width) % vw:
-        return False
     name = sch.get(anchor).name_hint
     depthwise = name.startswith("anchor_depthwise")
-    row_tiled = depthwise and width % info.lanes == 0
+    row_vector = _row_vector(sch, anchor, width, info.lanes)
+    row_tiled = row_vector > 0
+    vw = info.knobs.get("vw") or row_vector or info.lanes
     rt = info.knobs.get("rt") or (_row_tile(rows) if row_tiled else
                                   _reg_tile(rows * width // info.lanes))
-    if row_tiled and rows % rt:
+    if (rows * width) % vw or row_tiled and (rows % rt or width % vw):
         return False
     pad = _phase_planes(sch, anchor)
     if not row_tiled:  # one flat output axis: p = r * Wrow + t, tiles run across rows
@@ -305,6 +328,18 @@ def schedule_flat(sch, anchor, info, extent, parallel_min_work: int) -> bool:
         sch.unroll(wo)
         sch.vectorize(wi)
     return True
+
+
+def _row_vector(sch, anchor, width: int, lanes: int) -> int:
+    """Lanes per vector of a row-tiled depthwise window of rows ``width`` wide: whole
+    vectors, half ones for rows exactly the output's (narrower than the phase planes'
+    rows: :func:`half_vector_rows`), or 0 for a flat window."""
+    if not sch.get(anchor).name_hint.startswith("anchor_depthwise"):
+        return 0
+    if width % lanes == 0:
+        return lanes
+    pitch = int(sch.get(_phase_planes(sch, anchor)).writes[0].source.shape[-1])
+    return lanes // 2 if width != pitch and width % (lanes // 2) == 0 else 0
 
 
 def _row_tile(rows: int) -> int:
@@ -367,14 +402,17 @@ def flat_space(sch, anchor, info, extent, parallel_min_work: int) -> dict:
     either width; rows per tile, dividing the rows, for a row-tiled depthwise window) and
     whether to run the planes in parallel."""
     rows, wrow, work = _sizes(sch, anchor, extent)
-    if sch.get(anchor).name_hint.startswith("anchor_depthwise") and wrow % info.lanes == 0:
+    row_vector = _row_vector(sch, anchor, wrow, info.lanes)
+    if row_vector:
         first = _row_tile(rows)  # row-tiled: rows per tile, dividing the rows
         tiles = [r for r in ROW_TILE_PREFS if rows % r == 0 and r != first]
     else:
         vecs = rows * wrow // info.lanes
         first = _reg_tile(vecs)
         tiles = [r for r in REG_TILE_PREFS if vecs % r == 0 and r != first]
-    return {"vw": [info.lanes, info.lanes // 2],
+    widths = [row_vector] if row_vector and row_vector < info.lanes else [
+        info.lanes, info.lanes // 2]
+    return {"vw": widths,
             "rt": [first] + tiles,
             "parallel": [work >= parallel_min_work, work < parallel_min_work]}
 
