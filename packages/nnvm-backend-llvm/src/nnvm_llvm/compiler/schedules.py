@@ -633,9 +633,12 @@ def _overlap_tiles(func):
     ``min(base, last) - base`` (``base`` the binding with the loops inside the tile at 0,
     i.e. the tile's first pixel, the same for every lane, so the loads stay vectors), and
     the uneven split's predicate dropped (every shifted pixel is in the plane)."""
-    if OVERLAP not in str(func.body):
-        return func
     tirx = tvm.tirx
+    marked = []
+    tvm_ffi.structural_walk(func.body, (tirx.For, lambda f: marked.append(
+        OVERLAP in f.annotations)))
+    if not any(marked):
+        return func
 
     def loop_vars(stmt) -> list:
         found = []
