@@ -8,6 +8,8 @@ pixels (the first two are narrower than a vector: not this template, kept as a c
 channel counts no vector divides, bias, fused ReLU and residual-add epilogues, batch 2, and
 a conv of few channel tiles whose pixel tiles split into parallel chunks; and the
 scheduled TIR pinned down: no padding block, no predicate, the parallel loop first.
+The 1x1 convs left to the channel-vector template (7x7 planes of a vector's channels) run
+their tasks channel block first, rows inside (``schedules._schedule_channel_vectors``).
 """
 
 from __future__ import annotations
@@ -59,6 +61,9 @@ def _model(n, ic, oc, h, w, epilogue, seed):
     (1, 40, 56, 7, 7, "relu"),        # 49 pixels, 56 channels: half-vector blocks
     (2, 13, 20, 1, 17, "relu"),       # 17 pixels: two 16-pixel tiles, 4-channel tiles
     (1, 24, 24, 30, 30, "add_relu"),  # 900 pixels, 3 channel tiles: chunked pixel tasks
+    (1, 96, 576, 7, 7, "relu"),       # channel vectors, (channel block, row) tasks
+    (2, 64, 64, 7, 7, "add_relu"),    # likewise, batch 2 and a residual add
+    (1, 40, 24, 5, 5, ""),            # 25 pixels, a squeeze in half-vector blocks
     (1, 16, 32, 3, 5, "relu"),        # 15 pixels: narrower than a vector
     (2, 16, 24, 1, 1, "relu"),        # 1 pixel
 ])
@@ -104,3 +109,8 @@ def test_overlapping_tile_replaces_padding(n, ic, oc, hw, last):
     assert body.lstrip().startswith("for") and "T.parallel(" in body.splitlines()[0], text
     assert "T.min(" in text and f", {last})" in text, text
     assert "nnvm_overlap_tail" not in text, text  # the marker is gone after the rewrite
+
+
+def test_channel_vector_pointwise_tasks_are_channel_blocks_first():
+    text = _scheduled_conv(1, 96, 576, 7)
+    assert "for b_c_0_i_fused in T.parallel(252)" in text, text
