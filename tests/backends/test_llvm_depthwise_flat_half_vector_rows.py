@@ -17,6 +17,9 @@ import pytest
 pytest.importorskip("tvm")
 import nnvm  # noqa: E402
 import nnvm.symbol as sym  # noqa: E402
+from llvm_probe import skip_without_llvm  # noqa: E402
+
+skip_without_llvm()
 
 CASES = {
     # id: (input shape, kernel, padding (top, left, bottom, right), dilation): output rows
@@ -57,6 +60,18 @@ def _onnx(xs, kernel, padding, dilation, epilogue, rng, strides=(1, 1)):
     return model
 
 
+def assert_matches_onnxruntime(model, xv, tol: float) -> None:
+    """``model`` built for llvm from its ONNX import gives onnxruntime's output on ``xv``."""
+    ort = pytest.importorskip("onnxruntime")
+    want = ort.InferenceSession(model.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, {"x": xv})[0]
+    g, params = nnvm.frontend.from_onnx(model, shape={"x": xv.shape})
+    got = nnvm.compiler.build(g, target="llvm", shape={"x": xv.shape},
+                              params=params).run(x=xv)[0]
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
 def _schedule_text(xs, kernel, padding, dilation, strides=(1, 1)):
     """The depthwise kernel scheduled at 16 lanes: its TIR text and whether it applied."""
     from nnvm_llvm.compiler.codegen import kernel_lowerings
@@ -85,17 +100,10 @@ def test_half_vector_rows_store_the_output_with_no_crop(case):
 @pytest.mark.parametrize("epilogue", ["none", "bias", "relu6"])
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_half_vector_rows_match_onnxruntime(case, epilogue):
-    ort = pytest.importorskip("onnxruntime")
     xs, kernel, padding, dilation = CASES[case]
     rng = np.random.default_rng(31)
     model = _onnx(xs, kernel, padding, dilation, epilogue, rng)
-    xv = (rng.standard_normal(xs) * 3).astype(np.float32)
-    want = ort.InferenceSession(model.SerializeToString(),
-                                providers=["CPUExecutionProvider"]).run(None, {"x": xv})[0]
-    g, params = nnvm.frontend.from_onnx(model, shape={"x": xs})
-    got = nnvm.compiler.build(g, target="llvm", shape={"x": xs}, params=params).run(x=xv)[0]
-    assert got.shape == want.shape
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    assert_matches_onnxruntime(model, (rng.standard_normal(xs) * 3).astype(np.float32), 1e-4)
 
 
 @pytest.mark.parametrize("xs, strides", [((1, 2, 240, 304), (2, 2)),  # strided: rows of 152
