@@ -2,7 +2,7 @@
 
 Against NumPy over the shapes the template takes (1x1, stride 1, no padding; a pixel count
 whole vectors divide, or any plane with at least as many output channels as input ones,
-the pixel axis then zero-padded to whole tiles) and the ones it leaves to the
+its last pixel tile then overlapping the one before it) and the ones it leaves to the
 channel-vector template."""
 
 from __future__ import annotations
@@ -97,8 +97,8 @@ def test_spatial_tile_is_chosen_only_for_pointwise():
 
 
 def test_padded_plane_with_residual_epilogue(rng):
-    """A 196-pixel plane (padded to 208) with bias, a residual add of the input and ReLU
-    fused into the predicated write-back, at 1 and 2 threads."""
+    """A 196-pixel plane (12 whole tiles and one overlapping the 12th) with bias, a residual
+    add of the input and ReLU fused into the write-back, at 1 and 2 threads."""
     x = rng.standard_normal((2, 48, 14, 14)).astype("float32")
     wt = (rng.standard_normal((48, 48, 1, 1)) * 0.2).astype("float32")
     b = rng.standard_normal(48).astype("float32")
