@@ -688,20 +688,13 @@ def _schedule_conv2d_spatial(sch, func, anchor, info: ScheduleInfo, mr: int, nr:
     112x112 0.45 -> 0.20 ms), and no 1x1 conv measured was slower this way (min of 200
     runs, 1 thread: 96->24, 144->24, 64->256 at 56x56, 128->512 and 256->512 at 28x28 all
     0.75-1.05x onnxruntime)."""
-    b, c, i, j, rc, rh, rw = sch.get_loops(anchor)
-    ic, width = _extent(sch, rc), _extent(sch, j)
     nr, chunks = _pixel_split(sch, anchor, info, mr, nr)
-    # every block over (channel, flat pixel): in (row, column) terms a tile of 32 pixels
-    # straddles rows, and its region (so the register buffer and the write-back) would be
-    # whole rows; the tile "global", not "local": under ``STACK_BYTES`` TVM makes it a stack
-    # array inside each parallel task, which LLVM keeps in registers (``_pixel_split``)
-    wb = sch.cache_write(anchor, 0, "global")
-    sch.transform_block_layout(anchor, lambda vb, vc, vi, vj, vr, vh, vw: (
-        vb, vc, vi * width + vj, vr, vh, vw))
-    sch.transform_layout(anchor, ("write", 0), lambda vb, vc, vi, vj: (vb, vc, vi * width + vj))
-    sch.transform_block_layout(wb, lambda vb, vc, vi, vj: (vb, vc, vi * width + vj))
-    hw = _extent(sch, sch.get_loops(anchor)[2])
+    wb = _flat_pixels(sch, anchor)
     b, c, p, rc, rh, rw = sch.get_loops(anchor)
+    ic, hw = _extent(sch, rc), _extent(sch, p)
+    if chunks == 1 and _tail_pays(hw, nr, info.lanes):
+        _schedule_pixel_tail(sch, func, anchor, wb, info, mr)
+        return
     co, ci = sch.split(c, [None, mr])
     po, pv, pi = sch.split(p, [None, nr // info.lanes, info.lanes])
     sch.reorder(b, co, po, rc, rh, rw, ci, pv, pi)
@@ -723,6 +716,80 @@ def _schedule_conv2d_spatial(sch, func, anchor, info: ScheduleInfo, mr: int, nr:
     _try(sch.vectorize, sch.get_loops(init)[-1])
     wl = sch.get_loops(wb)
     _try(sch.vectorize, sch.split(wl[-1], [None, info.lanes])[1])
+
+
+def _flat_pixels(sch, anchor):
+    """The write-back block of ``anchor``'s tile, with both blocks over (channel, flat
+    pixel): in (row, column) terms a tile of 32 pixels straddles rows, and its region (so
+    the register buffer and the write-back) would be whole rows; the tile "global", not
+    "local": under ``STACK_BYTES`` TVM makes it a stack array inside each parallel task,
+    which LLVM keeps in registers (``_pixel_split``)."""
+    width = _extent(sch, sch.get_loops(anchor)[3])
+    wb = sch.cache_write(anchor, 0, "global")
+    sch.transform_block_layout(anchor, lambda vb, vc, vi, vj, vr, vh, vw: (
+        vb, vc, vi * width + vj, vr, vh, vw))
+    sch.transform_layout(anchor, ("write", 0), lambda vb, vc, vi, vj: (vb, vc, vi * width + vj))
+    sch.transform_block_layout(wb, lambda vb, vc, vi, vj: (vb, vc, vi * width + vj))
+    return wb
+
+
+#: accumulator registers a pixel-tail tile may hold (``_schedule_pixel_tail``): 24 of
+#: AVX-512's 32 vector registers, 12 of AVX2's 16, the rest for the loaded pixels
+TAIL_ACCUMULATORS = {16: 24, 8: 12}
+
+
+def _tail_pays(hw: int, nr: int, lanes: int) -> bool:
+    """Whether a plane of ``hw`` pixels runs faster as whole pixel vectors plus a scalar
+    tail (``_schedule_pixel_tail``) than as overlapping tiles of ``nr``: in vector
+    multiply-adds per channel and input channel, ``hw // lanes`` plus the tail's scalar
+    ones at two a cycle (Zen 4, and Intel's two FMA ports), against the overlapping tiles'
+    whole ``nr`` each. 7x7 at 16 lanes: 3.5 against 4; 14x14: 14 against 14, left alone."""
+    tail = hw % lanes
+    return bool(tail) and hw >= lanes and hw // lanes + tail / 2 < -(-hw // nr) * nr // lanes
+
+
+def _schedule_pixel_tail(sch, func, anchor, wb, info: ScheduleInfo, mr: int) -> None:
+    """The pointwise-conv GEMM of ``_schedule_conv2d_spatial`` over a plane whole vectors
+    do not divide, as two loops per tile of ``mr`` output channels: the whole pixel
+    vectors, and the few pixels left (``hw % lanes``) as scalars, each weight a contiguous
+    run of the packed block. Why: a 7x7 plane is 3 vectors and 1 pixel; as two
+    overlapping tiles of 32 it computed 64 pixels for 49, the whole of its gap to the roof
+    (440 -> 440: 1.31x at 1 thread in the idle sweep). One process, loaded 2-core box
+    (load 2.4), min / median of 30 blocks, us, overlapping tiles -> tail: 440 -> 440 at
+    7x7, 1 thread 217 / 340 -> 190 / 308, 2 threads 166 / 329 -> 129 / 287. The convs
+    the heuristic leaves to the channel-vector template (96 -> 576, 576 -> 96, 960 -> 160
+    at 7x7) were no faster forced onto this one, so ``_spatial_default`` is unchanged."""
+    b, c, p, rc, rh, rw = sch.get_loops(anchor)
+    hw = _extent(sch, p)
+    body = hw // info.lanes * info.lanes
+    co, ci = sch.split(c, [None, mr])
+    sch.reorder(b, co, p, rc, rh, rw, ci)
+    sch.reverse_compute_at(wb, co)
+    _epilogue_into(sch, func, wb)
+    outer = sch.fuse(b, co)
+    work = _extent(sch, outer) * mr * hw * _extent(sch, rc)
+    if info.knobs.get("parallel", work >= PARALLEL_MIN_WORK):
+        _try(sch.parallel, outer)
+    name, var = sch.get(anchor).name_hint, sch.get(p).loop_var.name
+    sch.loop_partition(p, [body, None])
+    whole, tail = (sch.get_sblock(f"{name}_{var}{k}") for k in (0, 1))
+    # the whole vectors in register tiles of ``mr`` x ``vectors`` accumulators
+    p, rc, rh, rw, ci = sch.get_loops(whole)
+    room = TAIL_ACCUMULATORS.get(info.lanes, 12) // mr
+    vectors = max(d for d in range(1, body // info.lanes + 1)
+                  if body // info.lanes % d == 0 and d <= max(room, 1))
+    po, pv, pi = sch.split(p, [None, vectors, info.lanes])
+    sch.reorder(po, rc, rh, rw, ci, pv, pi)
+    _try(sch.unroll, ci)
+    _try(sch.unroll, pv)
+    _try(sch.vectorize, pi)
+    init = sch.decompose_reduction(whole, rc)
+    _try(sch.vectorize, sch.get_loops(init)[-1])
+    p, rc, rh, rw, ci = sch.get_loops(tail)
+    _try(sch.unroll, ci)
+    sch.decompose_reduction(tail, rc)
+    stored, _rest = sch.loop_partition(sch.get_loops(wb)[-1], [body, None])
+    _try(sch.vectorize, sch.split(stored, [None, info.lanes])[1])
 
 
 #: parallel tasks a pointwise conv's channel tiles must give before the pixel tiles stay
