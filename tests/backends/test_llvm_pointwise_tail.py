@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from llvm_probe import build_onnx, ort_outputs, skip_without_llvm
+from llvm_probe import ort_outputs, skip_without_llvm
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -72,12 +72,16 @@ def test_pointwise_tail_matches_onnxruntime(n, ic, oc, h, w, epilogue, threads):
     check_against_onnxruntime(n, ic, oc, h, w, epilogue, threads)
 
 
-def check_against_onnxruntime(n, ic, oc, h, w, epilogue, threads) -> None:
-    """Build ``_model``'s conv at opt level 3 and compare it with onnxruntime's at
-    ``threads`` threads."""
+def check_against_onnxruntime(n, ic, oc, h, w, epilogue, threads, target="llvm") -> None:
+    """Build ``_model``'s conv at opt level 3 for ``target`` and compare it with
+    onnxruntime's at ``threads`` threads."""
+    import nnvm
+
     model, feed = _model(n, ic, oc, h, w, epilogue, seed=n * 1000 + ic + oc + h * w)
     (want,) = ort_outputs(model, feed)
-    lib = build_onnx(model, feed, opt_level=3)
+    graph, params = nnvm.frontend.from_onnx(model, shape={"x": feed["x"].shape})
+    lib = nnvm.compiler.build(graph, target=target, shape={"x": feed["x"].shape},
+                              params=params, opt_level=3)
     assert lib.stats()["num_fallback_kernels"] == 0
     lib.set_num_threads(threads)
     got = lib.run(**feed)
