@@ -15,13 +15,12 @@ Here, per (n, c) plane, inside the parallel loop:
 1. the plane is padded into a small buffer that stays in cache (``pad_*``), split into its
    ``sh x sw`` *stride phases* (phase ``(a, e)`` holds padded rows ``a, a + sh, ...`` and
    columns ``e, e + sw, ...``), so every tap of a strided window reads a phase at unit
-   stride; the copy is paid once, the loads ``kh x kw`` times. Only the border is
-   written with the pad value (:func:`_partition_padding`). Strided, a padded plane
-   over ``WHOLE_PADDED_PLANE_MAX_BYTES`` is made ``sh`` rows at a time inside the phase
-   copy's row loop, so it lives in L1; made whole first (a zero-filled plane, the copy,
-   then the split: three passes over a plane that may not fit in L2), 3 x 3 s2 over
-   64 x 200 x 152 took 556 us, now 413 us, and over 32 x 400 x 304 1736 us, now 1580 us
-   (1 thread, interleaved, load 2.5);
+   stride; the copy is paid once, the loads ``kh x kw`` times. Only the border is written
+   with the pad value (:func:`_partition_padding`), and strided phases are read straight
+   from the input (:func:`_phase_columns`), no padded plane in between: made first (a
+   padded plane, or ``sh`` padded rows at a time), 3 x 3 s2 over 144 x 56 x 56 took 1.41x
+   as long, over 32 x 400 x 304 1.17x, over 64 x 200 x 152 and 32 x 112 x 112 1.01-1.04x
+   (1 thread, A/B in one process);
 2. the window is computed over the phase planes *flattened*: output ``(i, j)`` sits at
    ``p = i * Wrow + j`` where ``Wrow`` is the phase planes' row pitch, and tap ``(rh, rw)``
    reads the flat phase plane at ``p + off(rh, rw)``, one contiguous vector load per tap
@@ -60,9 +59,9 @@ import dataclasses
 import math
 
 from tvm import te, tirx
-from tvm.sym import Analyzer
+from tvm.sym import Analyzer, detect_linear_equation
 
-from .pool_rows import POOL_ACCUMULATOR_SCOPE, plane_bytes
+from .pool_rows import POOL_ACCUMULATOR_SCOPE
 
 #: output vectors per register tile (independent accumulators): an FMA chain of one vector
 #: per tile waits on its own latency at every tap
@@ -73,12 +72,6 @@ SHORT_ROWS_UNROLLED = 32
 #: at 1.4 rather than 1.15, 3 x 3 over 128 x 50 x 50 ran 155 -> 130 us and 32 x 35 x 35
 #: 21.5 -> 17.9 us; at 2, stride-2 rows of 19 ran slower than flat (1 thread)
 ROW_TILE_WASTE_MAX = 1.4
-#: largest padded plane a strided window pads whole (one flat fill, then the copy) before
-#: splitting its phases; larger ones are padded two rows at a time under the phase copy's
-#: row loop, in L1. Whole, 3 x 3 s2 over 144 x 56 x 56 (13 KB planes) ran 115 us and per
-#: row 158; over 24 x 75 x 75 (25 KB) 51 us whole and 47 per row, over 32 x 112 x 112
-#: (51 KB) 122 and 97 (1 thread, interleaved, load 3.1)
-WHOLE_PADDED_PLANE_MAX_BYTES = 16 * 1024
 #: rows per register tile of a row-tiled depthwise window, in order of preference
 ROW_TILE_PREFS = (5, 4, 6, 3, 7, 8, 2)
 #: narrowest half vector (AVX-512's 8 lanes; AVX2's 4 would halve its FMAs), and smallest
@@ -149,9 +142,9 @@ class FlatPlane:
 
 def flat_planes(x, g: FlatPlane, pad_value, name: str):
     """``pad_phases_<name>``: ``(n, c, phases_h, phases_w, rows, Wrow)`` padded phase planes.
-    Strided, they are de-interleaved from a padded plane (``pad_<name>``): bounds checked in
-    the phase layout tie each check to two loops (row and phase), which TVM cannot split
-    from the copy, and the per-element check cost more than the whole window."""
+    Strided, they are de-interleaved from a padded plane (``pad_<name>``), which the
+    schedule inlines: its padding and columns tell :func:`_phase_columns` where the checks
+    can be split off (in the phase layout itself the check ties two loops, row and phase)."""
     n, c = x.shape[0], x.shape[1]
     shape = (n, c, g.phases_h, g.phases_w, g.rows, g.tile[1])
     if g.sh == g.sw == 1:
@@ -286,13 +279,11 @@ def schedule_flat(sch, anchor, info, extent, parallel_min_work: int) -> bool:
     plane = next((pr for pr in sch.get_producers(pad)
                   if sch.get(pr).name_hint.startswith("pad_")), None)
     sch.compute_at(pad, bc)
-    if plane is not None:  # strided: the padded plane (or its rows), then de-interleaved
-        row = _deinterleave(sch, pad)
-        per_row = plane_bytes(sch, plane) > WHOLE_PADDED_PLANE_MAX_BYTES
-        sch.compute_at(plane, row if per_row else bc)
-        bounds = _input_bounds(sch, plane, 4 if per_row else 3)
-        if bounds is None:
-            try_decompose_padding(sch, plane, info.lanes, under=row if per_row else None)
+    bounds = columns = None
+    if plane is not None:  # strided: the phases read straight from the input
+        columns = _phase_columns(sch, pad, plane)
+        sch.compute_inline(plane)
+        _deinterleave(sch, pad)
     else:
         bounds = _input_bounds(sch, pad)
         if bounds is None:
@@ -333,12 +324,26 @@ def schedule_flat(sch, anchor, info, extent, parallel_min_work: int) -> bool:
         wo, wi = sch.split(sch.get_loops(wb)[-1], [None, vw])
         sch.unroll(wo)
         sch.vectorize(wi)
-    if bounds is not None and plane is None:
+    if bounds is not None:
         _partition_padding(sch, sch.get(pad).name_hint, bounds)
-    elif bounds is not None:  # per row (sh rows under the phase row loop): its columns
-        _partition_padding(sch, sch.get(plane).name_hint, bounds[1:] if per_row else bounds,
-                           (-1,) if per_row else (-2, -1))
+    elif columns is not None:  # the phase columns all inside the input, apart
+        _partition_padding(sch, sch.get(pad).name_hint, [columns], (-2,))
     return True
+
+
+def _phase_columns(sch, phases, plane):
+    """``(lo, n)``: the phase columns ``t`` whose every phase ``e`` reads an input column
+    (not padding) of the padded ``plane`` the ``phases`` block de-interleaves (at column
+    ``sw * t + gw * e``), or None where ``plane`` pads nothing."""
+    bounds = _input_bounds(sch, plane, len(sch.get_loops(plane)))
+    if bounds is None:
+        return None
+    (pl, w), block = bounds[1], sch.get(phases)
+    sw, gw, base = (int(v) for v in detect_linear_equation(
+        block.body.value.indices[-1], [iv.var for iv in block.iter_vars[-1:-4:-2]]))
+    last = (int(block.writes[0].source.shape[3]) - 1) * gw  # the last phase's offset
+    lo = max(0, -(-(pl - base) // sw))
+    return lo, (pl + w - 1 - base - last) // sw + 1 - lo
 
 
 def _input_bounds(sch, pad, nloops: int = 3):
@@ -428,15 +433,13 @@ def _output_rows(sch, block, extent, lanes: int, narrowest: int = 4) -> None:
         sch.vectorize(sch.split(j, [None, vec])[1])
 
 
-def _deinterleave(sch, phases):
+def _deinterleave(sch, phases) -> None:
     """The phase copy with the column phase innermost and unrolled, so LLVM sees the loads
     of one input row at ``sw * t + e`` together (one interleaved group: wide loads and
-    shuffles, not gathers), under its phase row loop (returned: the padded rows that row
-    reads are made there)."""
+    shuffles, not gathers)."""
     a, e, r, t = sch.get_loops(phases)[-4:]
     sch.reorder(r, a, t, e)
     sch.unroll(e)
-    return r
 
 
 def _sizes(sch, anchor, extent) -> tuple[int, int, int]:
