@@ -9,7 +9,8 @@ channel counts no vector divides, bias, fused ReLU and residual-add epilogues, b
 a conv of few channel tiles whose pixel tiles split into parallel chunks; and the
 scheduled TIR pinned down: no padding block, no predicate, the parallel loop first.
 The 1x1 convs left to the channel-vector template (7x7 planes of a vector's channels) run
-their tasks channel block first, rows inside (``schedules._schedule_channel_vectors``).
+their tasks channel block first, rows inside (``schedules._schedule_channel_vectors``). A 7x7 plane of at least 8 channel tiles runs
+its last pixel as scalars instead (test_llvm_pointwise7.py).
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ def _model(n, ic, oc, h, w, epilogue, seed):
     (2, 48, 48, 14, 14, "add_relu"),  # batch 2, residual add and ReLU in the write-back
     (1, 40, 240, 14, 14, "relu"),     # MobileNet-v3's expand at 14x14
     (1, 20, 36, 10, 20, "relu"),      # 200 pixels, 6-channel tiles (36: no 8 or 16)
-    (1, 24, 40, 7, 7, ""),            # 49 pixels: 32 and an overlapping 32
+    (1, 24, 40, 7, 7, ""),            # 49 pixels, 5 channel tiles: chunked, overlapping
     (1, 40, 56, 7, 7, "relu"),        # 49 pixels, 56 channels: half-vector blocks
     (2, 13, 20, 1, 17, "relu"),       # 17 pixels: two 16-pixel tiles, 4-channel tiles
     (1, 24, 24, 30, 30, "add_relu"),  # 900 pixels, 3 channel tiles: chunked pixel tasks

@@ -594,7 +594,8 @@ def _spatial_default(hw: int, nr: int, oc: int, ic: int, info: ScheduleInfo) -> 
     """Whether the pixel GEMM beats the channel-vector template untuned. Planes whole tiles
     divide: always (see ``_schedule_conv2d_spatial``). Other planes recompute the pixels
     their last, overlapping tile shares with the one before (``_overlap_last_tile``; until
-    then a zero-padded copy of the image, whose numbers these are), so only where the GEMM
+    then a zero-padded copy of the image, whose numbers these are), or, a 7x7 plane, run
+    its last pixel as scalars (``_schedule_pixel_tail``), so only where the GEMM
     wins by more: at least as many output channels as input ones, and either little padding
     (169 -> 176, 196 -> 208 pixels) or a channel-vector tile of half a vector (a channel
     count 16 does not divide). Min of 7 x 200 runs, 1 thread, us, channel-vector -> GEMM:
