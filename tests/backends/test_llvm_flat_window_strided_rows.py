@@ -86,7 +86,6 @@ def test_phases_read_the_input_with_only_border_columns_checked():
     """No padded plane between the input and the phases; the phase column loop is split
     into the border and interior columns (the interior: phase column 1 to 38 of 40)."""
     import nnvm.symbol as sym
-    import tvm
     from nnvm_llvm.compiler.codegen import kernel_lowerings
     from nnvm_llvm.compiler.schedules import ScheduleInfo, schedule
 
