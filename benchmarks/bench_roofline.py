@@ -17,6 +17,12 @@ schedule problem whatever the roof says). Printed per workload: achieved and att
 GFLOP/s and "x roof" = attainable / achieved (1.0 = on the roof, 2.0 = half of it); per class
 the worst and median "x roof" and how many are within 2x.
 
+"x now" is "x roof" with the DRAM bandwidth scaled by how fast the bandwidth stream ran in
+the workload's own interleaved blocks against the sweep's start (``measure.DramProbe``): on
+a VM sharing its host's memory bus the bandwidth of the start is not the bandwidth of ten
+minutes later (the same depthwise conv took 640 us in one sweep, 1,445 us in the next).
+Compute-bound roofs are unchanged by it.
+
 "x cache" is the same against a cache-aware roof: the bandwidth that a compiled stream kernel
 moving the same number of bytes reaches (``measure.cache_bandwidth``). A kernel timed on the
 same buffers over and over runs from cache when its data fit, so a mid-sized kernel can sit
@@ -26,6 +32,7 @@ at both ends.
 
     python benchmarks/bench_roofline.py [--classes conv2d,gemv] [--max-per-class 12]
         [--threads 1,2] [--blocks 5] [--min-seconds 0.05] [--no-ort] [--no-extras]
+        [--no-dram-probe]
         [--grid GRID.json] [--refresh-grid] [--json out.json] [--markdown out.md]
 """
 
@@ -65,9 +72,12 @@ def describe(w: dict) -> str:
 
 
 def measure_workload(w: dict, threads: list[int], peaks: dict, bws: dict, blocks: int,
-                     seconds: float, with_ort: bool, curves: dict | None = None) -> list[dict]:
+                     seconds: float, with_ort: bool, curves: dict | None = None,
+                     probe: measure.DramProbe | None = None) -> list[dict]:
     """One row per thread count for workload ``w`` (a failed build or run is one row with
-    its status); ``curves``: the cache-level bandwidths (``measure.cache_bandwidth``)."""
+    its status); ``curves``: the cache-level bandwidths (``measure.cache_bandwidth``);
+    ``probe``: the DRAM stream timed in the same interleaved blocks, whose drift since the
+    sweep's start gives the "x roof now" column (``measure.DramProbe``)."""
     base = {"cls": w["cls"], "workload": describe(w), "models": w["models"][:3],
             "count": w["count"]}
     try:
@@ -85,6 +95,9 @@ def measure_workload(w: dict, threads: list[int], peaks: dict, bws: dict, blocks
     for t in threads:
         lib.set_num_threads(t)
         runners = {"nnvm": measure.nnvm_block(lib, seconds)}
+        if probe is not None:
+            runners["dram"] = probe.block(t)
+            lib.set_num_threads(t)
         row = {**base, "threads": t, "status": "ok"}
         if with_ort:
             try:
@@ -103,6 +116,11 @@ def measure_workload(w: dict, threads: list[int], peaks: dict, bws: dict, blocks
             row["ort_ms"] = times["onnxruntime"] * 1e3
             row["vs_ort"] = times["nnvm"] / times["onnxruntime"]
         row.update(measure.roofline(work, nbytes, times["nnvm"], peaks[t], bws[t]))
+        if "dram" in times:
+            drift = probe.drift(t, times["dram"])
+            now = measure.roofline(work, nbytes, times["nnvm"], peaks[t], bws[t] / drift)
+            row.update(dram_drift=drift, attainable_now_gflops=now["attainable_gflops"],
+                       x_roofline_now=now["x_roofline"])
         if curves:
             bw = measure.bandwidth_at(curves[t], nbytes, bws[t])
             cached = measure.roofline(work, nbytes, times["nnvm"], peaks[t], bw)
@@ -131,6 +149,9 @@ def summarise(rows: list[dict]) -> list[dict]:
              "failed": sum(1 for r in rows if r["cls"] == cls and r["status"] != "ok"),
              "vs_ort_geomean": float(np.exp(np.mean(np.log(vs)))) if vs else None,
              "worst_workload": worst["workload"]}
+        xn = [r["x_roofline_now"] for r in ok if "x_roofline_now" in r]
+        if xn:
+            s.update(worst_now=max(xn), within_now=sum(v <= TARGET for v in xn))
         xc = [r["x_roofline_cache"] for r in ok if "x_roofline_cache" in r]
         if xc:
             s.update(worst_cache=max(xc), median_cache=float(np.median(xc)),
@@ -149,14 +170,17 @@ def write_markdown(path: str, summary: list[dict], rows: list[dict], meta: dict)
              f"cache-level bandwidth (traffic:GB/s) {meta['cache_bandwidth']}; "
              f"load average {meta['load_before']:.2f} -> {meta['load_after']:.2f}.", "",
              "| class | threads | workloads | worst x roof | median x roof | within 2x | "
+             "worst x roof now | within 2x (now) | "
              "worst x cache roof | within 2x (cache) | nnvm / ort (geomean) | worst workload |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in summary:
         vs = f"{s['vs_ort_geomean']:.2f}x" if s["vs_ort_geomean"] is not None else "-"
         cache = (f"{s['worst_cache']:.1f}x | {s['within_cache']}/{s['n']}"
                  if "worst_cache" in s else "- | -")
+        now = (f"{s['worst_now']:.1f}x | {s['within_now']}/{s['n']}"
+               if "worst_now" in s else "- | -")
         lines.append(f"| {s['cls']} | {s['threads']} | {s['n']} | {s['worst']:.1f}x | "
-                     f"{s['median']:.1f}x | {s['within']}/{s['n']} | {cache} | {vs} | "
+                     f"{s['median']:.1f}x | {s['within']}/{s['n']} | {now} | {cache} | {vs} | "
                      f"`{s['worst_workload']}` |")
     lines += ["", "Farthest from both roofs (each workload at its worse thread count):", "",
               "| worst | threads | x roof | x cache roof | ms | GFLOP/s | attainable | bound "
@@ -197,18 +221,21 @@ def _row_line(r: dict) -> str:
     fb = f" [{r['fallbacks']} fallback]" if r["fallbacks"] else ""
     mem = "*" if r["bound"] == "memory" else " "
     cache = f"{r['x_roofline_cache']:>7.2f}" if "x_roofline_cache" in r else f"{'-':>7}"
+    now = f"{r['x_roofline_now']:>6.2f}" if "x_roofline_now" in r else f"{'-':>6}"
     return (f"{r['cls']:<17} {r['threads']:>2} {r['flops'] / 1e6:>9.2f} {r['bytes'] / 1e6:>8.3f} "
             f"{r['ai']:>6.2f} {r['nnvm_ms']:>9.4f} {ort} {r['achieved_gflops']:>8.2f} "
-            f"{r['attainable_gflops']:>8.2f} {r['x_roofline']:>6.2f}{mem} {cache}  "
+            f"{r['attainable_gflops']:>8.2f} {r['x_roofline']:>6.2f}{mem} {now} {cache}  "
             f"{r['workload']}{fb}")
 
 
 def sweep(workloads: list[dict], threads: list[int], blocks: int = 5, seconds: float = 0.05,
           with_ort: bool = True, log=print, stream_bytes: int = measure.STREAM_BYTES,
-          cache_traffic=measure.CACHE_TRAFFIC, peak_matmul: int = measure.PEAK_MATMUL) -> dict:
+          cache_traffic=measure.CACHE_TRAFFIC, peak_matmul: int = measure.PEAK_MATMUL,
+          dram_probe: bool = True) -> dict:
     """Measure every workload at every thread count; the JSON document of the run
     (``stream_bytes``, ``cache_traffic``, ``peak_matmul``: sizes of the bandwidth streams
-    and of the peak-measuring MatMul; smaller in tests)."""
+    and of the peak-measuring MatMul; smaller in tests; ``dram_probe``: time the DRAM stream
+    beside every workload for the "x roof now" column)."""
     from nnvm.runtime.profiler import cpu_peak_gflops
 
     load0 = os.getloadavg()[0]
@@ -233,14 +260,17 @@ def sweep(workloads: list[dict], threads: list[int], blocks: int = 5, seconds: f
     bw_text = ", ".join(f"{bws[t]:.1f} GB/s at {t}t" for t in threads) + f" ({bw_how})"
     cache_text = "; ".join(f"{t}t " + " ".join(f"{_size(n)}:{g:.0f}" for n, g in curves[t])
                            for t in threads) if curves else "-"
+    probe = measure.DramProbe(threads, stream_bytes) if dram_probe else None
     log(f"peak {'; '.join(hows)}")
     log(f"DRAM bandwidth {bw_text}; load average {load0:.2f}; {len(workloads)} workloads")
     log(f"cache-level bandwidth, traffic:GB/s {cache_text}")
     log(f"{'class':<17} {'t':>2} {'MFLOP':>9} {'MB':>8} {'AI':>6} {'nnvm ms':>9} {'ort ms':>9} "
-        f"{'/ort':>6} {'GFLOP/s':>8} {'attain':>8} {'x roof':>7} {'x cache':>7}  workload")
+        f"{'/ort':>6} {'GFLOP/s':>8} {'attain':>8} {'x roof':>7} {'x now':>6} {'x cache':>7}  "
+        "workload")
     rows = []
     for w in workloads:
-        for r in measure_workload(w, threads, peaks, bws, blocks, seconds, with_ort, curves):
+        for r in measure_workload(w, threads, peaks, bws, blocks, seconds, with_ort, curves,
+                                  probe):
             rows.append(r)
             log(_row_line(r))
     meta = {"peak": "; ".join(hows), "peak_gflops": peaks, "bandwidth_gbs": bws,
@@ -258,6 +288,8 @@ def main(argv=None) -> int:
     ap.add_argument("--blocks", type=int, default=5)
     ap.add_argument("--min-seconds", type=float, default=0.05, help="length of one block")
     ap.add_argument("--no-ort", action="store_true", help="do not time onnxruntime")
+    ap.add_argument("--no-dram-probe", action="store_true",
+                    help="do not time the DRAM stream beside each workload (no \"x now\")")
     ap.add_argument("--no-extras", action="store_true",
                     help="corpus shapes only (no LRN/GRU/AlexNet shapes of roofline.grid.EXTRAS)")
     ap.add_argument("--grid", default=None,
@@ -281,16 +313,19 @@ def main(argv=None) -> int:
         workloads = workloads + [w for w in grid.EXTRAS if grid.key(w) not in have]
     chosen = grid.select(workloads, classes, args.max_per_class)
     print(f"grid {grid_path}: {len(workloads)} distinct workloads, {len(chosen)} swept")
-    result = sweep(chosen, threads, args.blocks, args.min_seconds, not args.no_ort)
+    result = sweep(chosen, threads, args.blocks, args.min_seconds, not args.no_ort,
+                   dram_probe=not args.no_dram_probe)
     print()
     print(f"{'class':<17} {'t':>2} {'n':>3} {'worst':>7} {'median':>7} {'<=2x':>6} "
-          f"{'cache':>7} {'<=2x':>6} {'/ort':>6}  worst workload")
+          f"{'now':>7} {'<=2x':>6} {'cache':>7} {'<=2x':>6} {'/ort':>6}  worst workload")
     for s in result["summary"]:
         vs = f"{s['vs_ort_geomean']:>6.2f}" if s["vs_ort_geomean"] is not None else f"{'-':>6}"
         cache = (f"{s['worst_cache']:>6.2f}x {s['within_cache']:>3}/{s['n']:<2}"
                  if "worst_cache" in s else f"{'-':>7} {'-':>6}")
+        now = (f"{s['worst_now']:>6.2f}x {s['within_now']:>3}/{s['n']:<2}"
+               if "worst_now" in s else f"{'-':>7} {'-':>6}")
         print(f"{s['cls']:<17} {s['threads']:>2} {s['n']:>3} {s['worst']:>6.2f}x "
-              f"{s['median']:>6.2f}x {s['within']:>3}/{s['n']:<2} {cache} {vs}  "
+              f"{s['median']:>6.2f}x {s['within']:>3}/{s['n']:<2} {now} {cache} {vs}  "
               f"{s['worst_workload']}")
     print("\nfarthest from both roofs (x roof / x cache, threads):")
     for r in worst_rows(result["rows"], 10):

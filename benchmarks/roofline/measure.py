@@ -232,6 +232,37 @@ def bandwidth(threads: list[int], nbytes: int = STREAM_BYTES,
     return out, "GB/s: " + ", ".join(notes)
 
 
+class DramProbe:
+    """The DRAM stream of :func:`bandwidth` (``y = x + 1`` over ``nbytes``, llvm), re-timed
+    in each workload's own interleaved blocks.
+
+    Why: the sweep's bandwidth is measured once, at its start, on a VM that shares its host's
+    L3 and memory bus; over a 10-minute sweep the same memory-bound kernel ran 640 us in one
+    sweep and 1,445 us in the next. Timed next to the workload, the stream tells how much of
+    the start's bandwidth the machine gave *then*: ``drift`` = its seconds now / at the start
+    (> 1: slower now), and the roof of a memory-bound workload scales by ``1 / drift`` (both
+    ways: a faster machine now gives a higher roof). It is the same reasoning as timing
+    onnxruntime in the same interleaved run."""
+
+    def __init__(self, threads: list[int], nbytes: int = STREAM_BYTES, blocks: int = 3):
+        self.lib = _stream(nbytes // 4)
+        self.nbytes = nbytes
+        self.start = {t: float(np.median([self.block(t)() for _ in range(blocks)]))
+                      for t in threads}
+
+    def block(self, threads: int):
+        """A block timer (seconds per call) of the stream at ``threads`` threads."""
+        def run():
+            time.sleep(SETTLE_SECONDS)
+            self.lib.set_num_threads(threads)
+            return self.lib.benchmark(repeat=3, warmup=1)
+        return run
+
+    def drift(self, threads: int, seconds: float) -> float:
+        """How much slower (> 1) the stream ran in a workload's blocks than at the start."""
+        return seconds / self.start[threads]
+
+
 #: the square MatMul whose speed measures the compute peak (4 GFLOP: compute-bound)
 PEAK_MATMUL = 1024
 

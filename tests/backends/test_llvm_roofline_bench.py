@@ -112,6 +112,11 @@ def test_sweep_rows_summary_and_outputs(tmp_path):
         assert r["nnvm_ms"] > 0 and r["ort_ms"] > 0 and r["max_rel_err"] < 1e-3, r
         assert r["x_roofline"] == pytest.approx(r["attainable_gflops"] / r["achieved_gflops"])
         assert r["attainable_gflops"] <= result["meta"]["peak_gflops"][1] + 1e-9, r
+        # the DRAM stream timed beside the workload scales the bandwidth roof by its drift
+        bw_now = result["meta"]["bandwidth_gbs"][1] / r["dram_drift"]
+        assert r["dram_drift"] > 0 and r["x_roofline_now"] == pytest.approx(measure.roofline(
+            r["flops"], r["bytes"], r["nnvm_ms"] / 1e3, result["meta"]["peak_gflops"][1],
+            bw_now)["x_roofline"])
         assert r["cache_gbs"] > 0 and r["x_roofline_cache"] == pytest.approx(
             r["attainable_cache_gflops"] / r["achieved_gflops"])
     assert rows[0]["flops"] == 2 * (4 * 8 * 8) * (3 * 3 * 3)
@@ -120,6 +125,7 @@ def test_sweep_rows_summary_and_outputs(tmp_path):
     assert set(summary) == {"conv2d", "gemv"}
     for s in summary.values():
         assert s["n"] == 1 and s["within"] == int(s["worst"] <= bench_roofline.TARGET)
+        assert s["within_now"] == int(s["worst_now"] <= bench_roofline.TARGET)
     assert any("bandwidth" in line for line in lines)
     json.dumps(result)  # the --json document
     md = tmp_path / "roofline.md"
