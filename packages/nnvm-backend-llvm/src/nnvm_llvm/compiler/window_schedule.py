@@ -2,7 +2,9 @@
 
 Depthwise convs and pools on small planes take ``window_blocked``'s kernel (16 channels in a
 vector); depthwise convs and unit-stride pools whose plane ``flat_window`` can flatten take
-its kernel (the padded plane split into stride phases, register tiles of whole vectors);
+its kernel (the padded plane split into stride phases, register tiles of whole vectors),
+strided depthwise convs over large planes ``depthwise_strided``'s (the same in strips of
+output rows);
 other pools (strided) take ``pool_rows``'s (a plane per task, the output row a plain loop
 LLVM vectorises); every other window kernel (strided depthwise, transposed-conv windows)
 gets vectors along the output row, parallel over ``(n, c, oh)``. Kept apart from
@@ -12,6 +14,7 @@ touching the dense and conv templates.
 
 from __future__ import annotations
 
+from .depthwise_strided import is_strips, schedule_strips, strips_space
 from .flat_window import flat_space, is_flat, schedule_flat
 from .pool_rows import pool_rows_space, schedule_pool_rows
 from .window_blocked import blocked_space, is_blocked, schedule_blocked
@@ -28,6 +31,8 @@ def schedule_window(sch, func, info: ScheduleInfo, prefix: str) -> bool:
         return schedule_blocked(sch, anchor, info, _extent, PARALLEL_MIN_WORK)
     if is_flat(sch, anchor):
         return schedule_flat(sch, anchor, info, _extent, PARALLEL_MIN_WORK)
+    if is_strips(sch, anchor):
+        return schedule_strips(sch, anchor, info, _extent, PARALLEL_MIN_WORK)
     if prefix == "anchor_pool":
         return schedule_pool_rows(sch, anchor, _find(sch, "pad_"), info, _extent,
                                   PARALLEL_MIN_WORK, lambda wb: _epilogue_into(sch, func, wb))
@@ -63,6 +68,8 @@ def window_space(sch, info: ScheduleInfo, prefix: str) -> dict:
         return blocked_space(sch, anchor, info, _extent, PARALLEL_MIN_WORK)
     if is_flat(sch, anchor):
         return flat_space(sch, anchor, info, _extent, PARALLEL_MIN_WORK)
+    if is_strips(sch, anchor):
+        return strips_space(sch, anchor, info, _extent, PARALLEL_MIN_WORK)
     if prefix == "anchor_pool":
         return pool_rows_space(sch, anchor, info, _extent, PARALLEL_MIN_WORK)
     b, c, i, j = sch.get_loops(anchor)[:4]

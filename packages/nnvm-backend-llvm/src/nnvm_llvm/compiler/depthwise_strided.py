@@ -1,0 +1,192 @@
+"""Strided depthwise convolution over large planes, in *strips* of output rows: per (n, c)
+plane and per strip of ``K`` output rows, the strip's stride phases are read straight from
+the input into a buffer that stays in L1, the taps run over it in register tiles of one
+vector in each of ``rt`` rows (every tap unrolled), and the strip's rows are cropped into
+the output with the epilogue.
+
+Why: ``flat_window`` splits the whole plane into its phases before any tap runs. For a
+3 x 3 s2 window over 32 x 400 x 304 (rows of 152; the corpus OCR/detection models) a plane
+is 486 KB of input, read from DRAM in one burst, then the taps and the crop run on the
+498 KB of phases with DRAM idle: 1.8x its memory roof at 1 thread (1.54 ms) while the same
+window over 64 x 200 x 152 (planes of 121 KB, the input mostly in L3 between runs) ran at
+1.06x. In strips the input streams in while the taps run: each strip reads its few input
+rows (the hardware prefetcher runs ahead of them) and computes on them at once, so the
+DRAM stream and the arithmetic overlap.
+
+Measured (AMD EPYC Zen 4, 2-core VM, A/B interleaved in one process, the kernel cache
+cleared between builds, loaded box): the smaller the strip the faster, as the stream then
+pauses least: over 32 x 400 x 304 at 1 thread, medians whole-plane 1.56 ms, strips of
+K = 2 rows 1.09, K = 3 1.28, K = 4 1.48, K = 6 1.78 (load 3.4); K = 1 (no row tile, each
+input row copied twice) 1.35 against K = 2's 1.20 (load 3.6). Best of 11 blocks, load
+5.5: 1 thread 1.55 -> 1.25 ms (medians 1.65 -> 1.29), 2 threads 1.14 -> 0.90 ms (1.32 ->
+0.99). Planes under ``STRIP_MIN_PLANE_BYTES`` keep the whole-plane kernel: strips of 2 ran
+64 x 200 x 152 alike (0.36 ms both), 144 x 56 x 56 1.39x and 5 x 5 s2 over 24 x 75 x 75
+1.41x slower (more copy per output row: the strip's rows of reach are copied again).
+
+Shapes are static; the geometry is ``flat_window.FlatPlane``. ``flat_window.flat_planes``
+and ``flat_window.flat_window`` build this kernel's compute for the planes
+:func:`wants_strips` picks; ``window_schedule.schedule_window`` hands an anchor reading strip
+phases (:func:`is_strips`) to :func:`schedule_strips`.
+"""
+
+from __future__ import annotations
+
+from tvm import te
+from tvm.sym import detect_linear_equation
+
+#: smallest input plane (bytes) a strided depthwise window is computed in strips for
+STRIP_MIN_PLANE_BYTES = 256 * 1024
+#: output rows per strip (see the module docstring for the measurements)
+STRIP_ROWS = 2
+#: rows per register tile, in order of preference (the first dividing ``STRIP_ROWS``)
+STRIP_TILE_PREFS = (2, 1)
+
+
+def wants_strips(g) -> bool:
+    """Whether a strided depthwise window over ``g`` is computed in strips: strided in
+    both axes with taps on more than one phase of each (the schedule reorders the copy's
+    four loops ``a, e, r, t``: a phase axis of one would have no loop), and an input plane
+    of at least ``STRIP_MIN_PLANE_BYTES``."""
+    return (g.phases_h > 1 and g.phases_w > 1
+            and g.h * g.w * 4 >= STRIP_MIN_PLANE_BYTES)
+
+
+def strip_rows(g) -> int:
+    """Output rows per strip: ``STRIP_ROWS``, at most ``oh`` (where it does not divide
+    ``oh``, the last strip's rows past the output are computed over padding, not stored)."""
+    return max(1, min(STRIP_ROWS, g.oh))
+
+
+def strip_width(g) -> int:
+    """Columns computed per output row: ``ow`` rounded up to whole vectors."""
+    return -(-g.ow // g.lanes) * g.lanes
+
+
+def strip_planes(x, g, pad_value, name: str, padded_at):
+    """``pad_strips_<name>``: ``(n, c, S, phases_h, phases_w, K + reach_h, width +
+    reach_w)``: strip ``s``'s phase ``(a, e)`` holds padded rows ``(s * K + r) * sh + a *
+    gh`` and columns ``t * sw + e * gw``; ``padded_at`` gives a padded element."""
+    n, c = x.shape[0], x.shape[1]
+    k = strip_rows(g)
+    strips = -(-g.oh // k)
+    shape = (n, c, strips, g.phases_h, g.phases_w, k + g.reach[0], strip_width(g) + g.reach[1])
+    return te.compute(shape, lambda b, ch, s, a, e, r, t: padded_at(
+        x, g, pad_value, b, ch, (s * k + r) * g.sh + a * g.gh, t * g.sw + e * g.gw),
+        name="pad_strips_" + name)
+
+
+def strip_window(xs, g, combine, tap, name: str):
+    """The window over the strip phases: ``(n, c, S * K, width)`` reduced by ``combine``
+    over ``tap(value, c, rh, rw)``, then cropped to ``(n, c, oh, ow)``."""
+    n, c, k = xs.shape[0], xs.shape[1], int(xs.shape[5]) - g.reach[0]
+    rows = int(xs.shape[2]) * k
+    rh, rw = te.reduce_axis((0, g.kh), "rh"), te.reduce_axis((0, g.kw), "rw")
+
+    def at(b, ch, i, j):
+        dy, dx = rh * g.dh, rw * g.dw
+        v = xs[b, ch, i // k, (dy % g.sh) // g.gh, (dx % g.sw) // g.gw, i % k + dy // g.sh,
+               j + dx // g.sw]
+        return combine(tap(v, ch, rh, rw), axis=[rh, rw])
+    acc = te.compute((n, c, rows, strip_width(g)), at, name=name)
+    return te.compute((n, c, g.oh, g.ow), lambda b, ch, i, j: acc[b, ch, i, j],
+                      name=name + "_rows")
+
+
+def _strip_phases(sch, anchor):
+    return next((pr for pr in sch.get_producers(anchor)
+                 if sch.get(pr).name_hint.startswith("pad_strips_")), None)
+
+
+def is_strips(sch, anchor) -> bool:
+    """Whether ``anchor`` was lowered by :func:`strip_window` (it reads strip phases)."""
+    return _strip_phases(sch, anchor) is not None
+
+
+def schedule_strips(sch, anchor, info, extent, parallel_min_work: int) -> bool:
+    """Per plane (the parallel loop over ``n x c``) and per strip of ``K`` output rows: the
+    strip's phases, register tiles of one vector in each of ``rt`` rows (every tap
+    unrolled, so the rows' shared loads are loaded once), then the strip's output rows
+    with the epilogue. Knobs: ``rt``, ``parallel``."""
+    from .flat_window import _output_rows, _partition_padding, window_work
+
+    pad = _strip_phases(sch, anchor)
+    k = _strip_rows_of(sch, anchor)
+    b, c, r, t, *red = sch.get_loops(anchor)
+    width = extent(sch, t)
+    lanes = info.lanes
+    rt = info.knobs.get("rt") or next((p for p in STRIP_TILE_PREFS if k % p == 0), 1)
+    if k % rt or width % lanes:
+        return False
+    work = window_work(sch, anchor, extent)
+    bc = sch.fuse(b, c)
+    so, ri = sch.split(r, [None, k])
+    consumers = sch.get_consumers(anchor)
+    for consumer in consumers:
+        sch.reverse_compute_at(consumer, so)
+    sch.compute_at(pad, so)
+    tile, inner = sch.split(ri, [None, rt])
+    to, lane = sch.split(t, [None, lanes])
+    sch.reorder(tile, to, *red, inner, lane)
+    wb = sch.cache_write(anchor, 0, "local")
+    sch.reverse_compute_at(wb, to)
+    if info.knobs.get("parallel", work >= parallel_min_work) and extent(sch, bc) > 1:
+        sch.parallel(bc)
+    sch.unroll(inner)
+    sch.vectorize(lane)
+    for red_loop in red:
+        sch.unroll(red_loop)
+    init = sch.decompose_reduction(anchor, red[0])
+    sch.vectorize(sch.get_loops(init)[-1])
+    sch.unroll(sch.get_loops(wb)[-2])
+    sch.vectorize(sch.get_loops(wb)[-1])
+    for consumer in consumers:
+        epilogue = not sch.get(consumer).name_hint.endswith("_rows")
+        _output_rows(sch, consumer, extent, lanes, 2 if epilogue else 4)
+    _deinterleave_strip(sch, pad)
+    columns = _interior_columns(sch, pad)
+    if columns is not None:
+        _partition_padding(sch, sch.get(pad).name_hint, [columns], (-2,))
+    return True
+
+
+def _interior_columns(sch, pad):
+    """``(lo, n)``: the phase columns ``t`` whose every phase ``e`` reads an input column,
+    not padding (the strip copy reads input column ``sw * t + gw * e - pl``), or None
+    where the copy is no ``if_then_else`` of an input element."""
+    block = sch.get(pad)
+    value = block.body.value
+    if not str(getattr(getattr(value, "op", None), "name", "")).endswith("if_then_else"):
+        return None
+    load = value.args[1]
+    sw, gw, base = (int(v) for v in detect_linear_equation(
+        load.indices[-1], [iv.var for iv in block.iter_vars[-1:-4:-2]]))
+    width, phases = int(load.source.shape[-1]), int(block.writes[0].source.shape[4])
+    lo = max(0, -(-(-base) // sw))
+    hi = (width - 1 - base - (phases - 1) * gw) // sw  # the last such t
+    return lo, max(0, hi + 1 - lo)
+
+
+def _strip_rows_of(sch, anchor) -> int:
+    """``K``: the anchor computes ``S * K`` rows over the ``S`` strips of its phases."""
+    strips = int(sch.get(_strip_phases(sch, anchor)).writes[0].source.shape[2])
+    return int(sch.get(anchor).writes[0].source.shape[2]) // strips
+
+
+def _deinterleave_strip(sch, pad) -> None:
+    """The strip's phase copy with the column phase innermost and unrolled, so LLVM sees
+    the loads of one input row at ``sw * t + e`` together (an interleaved group)."""
+    loops = sch.get_loops(pad)
+    a, e, r, t = loops[-4:]
+    sch.reorder(r, a, t, e)
+    sch.unroll(e)
+
+
+def strips_space(sch, anchor, info, extent, parallel_min_work: int) -> dict:
+    """``nnvm tune``'s knobs of :func:`schedule_strips`: rows per register tile (dividing
+    the strip's rows) and whether to run the planes in parallel."""
+    from .flat_window import window_work
+
+    k = _strip_rows_of(sch, anchor)
+    tiles = [p for p in STRIP_TILE_PREFS if k % p == 0] or [1]
+    work = window_work(sch, anchor, extent)
+    return {"rt": tiles, "parallel": [work >= parallel_min_work, work < parallel_min_work]}
