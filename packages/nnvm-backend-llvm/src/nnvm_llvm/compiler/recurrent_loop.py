@@ -33,6 +33,18 @@ Only the input projection of many rows (``DOTS_MAX_ROWS``) still takes panels, a
 re-read the weights per row; sizes the dot tiles do not fit take panels (long sequences)
 or dot products reduced by halving.
 
+Weights larger than L2 are packed at LOAD instead (``packed_weights``: ``runtime.packing``'s
+``recurrent_panels``, blocks of 64 or 128 weight rows, each block one contiguous run over
+``k``; ``gemm_packed``): per ``k`` a broadcast of the input and a few vector FMAs into
+register accumulators, no reductions, and the input projection reads each block once for
+all rows (its dot tiles read ``W`` once per 4 rows: 20 MB a direction, from DRAM when the
+recurrent stream had evicted it from L3). On the 20-step bidirectional 512-unit layer,
+one-process interleaved A/B (2-core Zen 4 VM, load about 3, 8 blocks, best block): 1
+thread 3.47 -> 2.69 ms (``R`` alone packed 3.31), 2 threads 1.79 -> 1.30 ms; its 40 step
+products alone 1.80 ms (45 us a 4 MB GEMV, about 93 GB/s, the sweep's cache probe reaching
+97 GB/s at 4 MB), its projection alone 0.80 ms (about 105 GFLOP/s). The 128-unit layers
+(their matrices fit L2) and fused step units keep the weights as stored.
+
 Both directions of a bidirectional layer run in parallel when the thread pool has two
 workers and the work is large enough; a one-direction layer splits its input projection's
 rows and, when long enough (``STEP_SPLIT_MIN_WORK``), each step's recurrent product across
@@ -232,10 +244,90 @@ def shuffle_sums(rows: list, dtype: str, n: int):
     return vec
 
 
+def _paths(kind, attrs, seq, batch, n_in, lanes, threads_ok=True):
+    """``(parallel_dirs, parallel_rows, split_steps, fused_steps)``: how a layer of ``seq``
+    steps x ``batch`` over ``n_in`` inputs runs (the kernel and ``packed_weights`` agree)."""
+    hid, g = int(attrs["hidden_size"]), GATES[kind]
+    ndir = 2 if attrs.get("direction") == "bidirectional" else 1
+    cols = g * _ceil(hid, lanes)
+    work = seq * batch * cols * (n_in + hid)
+    parallel_dirs = threads_ok and ndir == 2 and work >= PARALLEL_MIN_WORK
+    # the input projection of a layer whose directions do not run in parallel (one
+    # direction, or too little work) splits its rows instead: it does not depend on the
+    # state, and is half the multiply-adds of a GRU whose input is as wide as its state
+    # (64 steps of 128 units: 190 us at 1 and at 2 threads before)
+    parallel_rows = threads_ok and not parallel_dirs and \
+        seq * batch * cols * n_in >= PARALLEL_MIN_WORK
+    # ... and each step's recurrent product too (``recurrent``): the steps are serial,
+    # but a step's weight tiles are independent (a 64-step 128-unit GRU spends about 2
+    # of its 3 us per step there, at 1 and at 2 threads before)
+    step = g * hid * hid
+    split_steps = threads_ok and not parallel_dirs and \
+        step >= STEP_SPLIT_MIN_WORK and seq * batch * step >= PARALLEL_MIN_WORK
+    # a split step on dot tiles whose gates read no product of another unit's gate (all
+    # but the GRU with its reset before R): each part of a step also computes its own
+    # units' gates, all steps in one launch (``claimed_steps``)
+    fused_steps = split_steps and hid % lanes == 0 and not (
+        kind == "gru" and not attrs.get("linear_before_reset"))
+    return parallel_dirs, parallel_rows, split_steps, fused_steps
+
+
+#: the layout of recurrent weights packed at load (``runtime.packing``): per direction,
+#: blocks of ``bn`` weight rows as column panels, each block contiguous over ``k``
+PANELS = "recurrent_panels"
+
+#: elements of one direction's weight matrix (``W`` or ``R``) from which it is packed at
+#: load: a matrix larger than L2 (1 MB of float32) comes from L3 (or DRAM) on every pass,
+#: and as dot tiles it was read in ``lanes`` strided rows, ``R`` once a step and ``W``
+#: once per 4 input rows; smaller ones stay in L2 and keep the dot tiles (the 128-unit
+#: layers: measured on dot tiles, and read by ``step_units``)
+PACK_MIN_ELEMS = 1 << 18
+
+#: vectors of columns in a packed block of ``W`` (the input projection: 4 x up to 6 input
+#: rows = 24 accumulators a register tile) and of ``R`` (one state row: 8 accumulators,
+#: enough to hide the FMA latency; 4 and 16 were within noise on the 512-unit layer)
+INPUT_BLOCK = 4
+STEP_BLOCK = 8
+
+#: whether ``W`` is packed too (a switch for A/B runs; ``R`` alone: 3.47 -> 3.31 ms)
+PACK_INPUT = True
+
+
+def packed_weights(kind: str, attrs, shapes, lanes: int) -> dict:
+    """``{input slot: (layout, block)}`` of the weights the kernel reads packed at load
+    (``PANELS``, read by ``gemm_packed``), from the node's attributes and input shapes.
+
+    ``W`` (slot 1) when it outgrows L2 (``PACK_MIN_ELEMS``) and the gates are whole
+    vectors; ``R`` (slot 2) likewise, unless the steps are fused step units (one
+    direction split across threads: ``step_units`` reads dot tiles of ``R`` as stored;
+    ``_paths`` is the kernel's own decision). The block is ``INPUT_BLOCK`` or
+    ``STEP_BLOCK`` vectors, or the widest of 8, 4, 2, 1 dividing the hidden size, so a
+    gate boundary never falls inside one; an input projection whose rows no 2 to 6
+    divide takes 8 vectors (its register tile is then one row: 8 accumulators, not 4)."""
+    if len(shapes) < 3 or shapes[0] is None or len(shapes[0]) != 3 or shapes[2] is None:
+        return {}
+    hid, g = int(attrs["hidden_size"]), GATES[kind]
+    if hid % lanes or tuple(int(v) for v in shapes[2][1:]) != (g * hid, hid):
+        return {}
+    layout = int(attrs.get("layout", 0))
+    xs = [int(v) for v in shapes[0]]
+    seq, batch = (xs[0], xs[1]) if layout == 0 else (xs[1], xs[0])
+
+    def block(vectors):
+        return next(m * lanes for m in (vectors, 8, 4, 2, 1) if hid % (m * lanes) == 0)
+    out = {}
+    if g * hid * xs[2] >= PACK_MIN_ELEMS and PACK_INPUT:
+        tiled = any(seq * batch % m == 0 for m in (6, 5, 4, 3, 2))
+        out[1] = (PANELS, block(INPUT_BLOCK if tiled else 8))
+    if g * hid * hid >= PACK_MIN_ELEMS and not _paths(kind, attrs, seq, batch, xs[2], lanes)[3]:
+        out[2] = (PANELS, block(STEP_BLOCK))
+    return out
+
+
 class _Kernel:
     """Emits the TIR of one recurrent node (see the module docstring for the loop order)."""
 
-    def __init__(self, kind, attrs, ins, outs, lanes, threads_ok):
+    def __init__(self, kind, attrs, ins, outs, lanes, threads_ok, packed=None):
         self.kind, self.attrs = kind, attrs
         self.buf = dict(zip(input_slots(kind, attrs), ins))
         self.outs = outs
@@ -255,25 +347,12 @@ class _Kernel:
         self.acts = activations(kind, attrs, self.ndir)
         clip = attrs.get("clip") or 0.0
         self.clip = float(clip) if clip and clip > 0 else None
-        work = self.seq * self.batch * self.cols * (self.n_in + self.hid)
-        self.parallel_dirs = threads_ok and self.ndir == 2 and work >= PARALLEL_MIN_WORK
-        # the input projection of a layer whose directions do not run in parallel (one
-        # direction, or too little work) splits its rows instead: it does not depend on the
-        # state, and is half the multiply-adds of a GRU whose input is as wide as its state
-        # (64 steps of 128 units: 190 us at 1 and at 2 threads before)
-        self.parallel_rows = threads_ok and not self.parallel_dirs and \
-            self.seq * self.batch * self.cols * self.n_in >= PARALLEL_MIN_WORK
-        # ... and each step's recurrent product too (``recurrent``): the steps are serial,
-        # but a step's weight tiles are independent (a 64-step 128-unit GRU spends about 2
-        # of its 3 us per step there, at 1 and at 2 threads before)
-        step = self.g * self.hid * self.hid
-        self.split_steps = threads_ok and not self.parallel_dirs and \
-            step >= STEP_SPLIT_MIN_WORK and self.seq * self.batch * step >= PARALLEL_MIN_WORK
-        # a split step on dot tiles whose gates read no product of another unit's gate (all
-        # but the GRU with its reset before R): each part of a step also computes its own
-        # units' gates, all steps in one launch (``claimed_steps``)
-        self.fused_steps = self.split_steps and self.dots_fit(self.hid) and not (
-            kind == "gru" and not attrs.get("linear_before_reset"))
+        self.parallel_dirs, self.parallel_rows, self.split_steps, self.fused_steps = _paths(
+            kind, attrs, self.seq, self.batch, self.n_in, lanes, threads_ok)
+        #: ``(layout, block)`` of the weights packed at load (``packed_weights``), by slot
+        self.packed = {input_slots(kind, attrs)[i]: spec for i, spec in (packed or {}).items()}
+        if "R" in self.packed:  # the packed product is ``recurrent``'s (split steps)
+            self.fused_steps = False
 
     # -- helpers ------------------------------------------------------------------------
     def c(self, v):
@@ -434,6 +513,42 @@ class _Kernel:
                                          lanes)
                     T.buffer_store(dst, total + bias[cols], [row_of(ro * mr + ri), cols])
 
+    def gemm_packed(self, dst, rows, row_of, src, slot, d, n0, n1, k_n, bias, flip=None,
+                    parallel=False):
+        """``dst[row_of(r), n] = bias[n] + sum_k src(r, k) mat[n, k]`` for ``r < rows`` and
+        weight rows ``n0 <= n < n1`` of direction ``d``, the weight of input ``slot``
+        packed at load into column panels (``PANELS``: ``bn`` weight rows a block, each
+        block ONE contiguous run over ``k``): per ``k`` and input row one broadcast of
+        ``src`` and ``bn / lanes`` vector FMAs into a register tile of ``mr`` input rows x
+        ``bn / lanes`` vectors, no reductions. Blocks are the outer loop: each block is read
+        from memory once and from L1/L2 by the other row tiles (the dot tiles read the
+        whole matrix once per row tile). ``flip`` runs the blocks last to first (see
+        ``recurrent``); ``parallel`` splits the blocks across threads. Gate-padded columns
+        are the rows themselves here (``packed_weights`` packs only whole-vector gates)."""
+        lanes, mat, bn = self.lanes, self.buf[slot], self.packed[slot][1]
+        nv, blocks, first = bn // lanes, (n1 - n0) // bn, n0 // bn
+        mr = next(m for m in (6, 5, 4, 3, 2, 1) if rows % m == 0 and m * nv <= 24)
+        full = tirx.Ramp(0, 1, lanes)
+        with self.row_tiles(blocks, parallel) as bo:
+            if flip is not None:
+                bo = tirx.Select(flip, blocks - 1 - bo, bo)
+            blk = first + bo
+            cols = [tirx.Ramp(blk * bn + v * lanes, 1, lanes) for v in range(nv)]
+            with T.serial(0, rows // mr) as ro:
+                acc = [registers(nv, (lanes,), self.acc) for _ in range(mr)]
+                for ri in range(mr):
+                    for v in range(nv):
+                        T.buffer_store(acc[ri][v], bias[cols[v]], [full])
+                with T.serial(0, k_n) as k:
+                    xs = [tirx.Broadcast(src(ro * mr + ri, k), lanes) for ri in range(mr)]
+                    for v in range(nv):
+                        w = self.load(mat, (d, blk, k, tirx.Ramp(v * lanes, 1, lanes)))
+                        for ri in range(mr):
+                            T.buffer_store(acc[ri][v], acc[ri][v][full] + xs[ri] * w, [full])
+                for ri in range(mr):
+                    for v in range(nv):
+                        T.buffer_store(dst, acc[ri][v][full], [row_of(ro * mr + ri), cols[v]])
+
     def transpose(self, d, src, dst, k_n, parallel=False):
         """``dst[k, col(n)] = src[d, n, k]``, padding columns 0: the weights as column
         panels, made once per call when the rows (steps) are many enough to repay it.
@@ -511,7 +626,8 @@ class _Kernel:
         spread the rows 2 KB apart over L1 sets (slower: a load of ``h`` per FMA), tiles
         of 8 rows and the input projection's loops swapped (both within noise).
 
-        What is left is the layout. Blocked column panels (128 columns a block, each block
+        Packed at load (``gemm_packed``, see the module docstring) this is now done for
+        matrices beyond L2. The history: what was left was the layout. Blocked column panels (128 columns a block, each block
         one contiguous 256 KB stream over ``k``: a broadcast of ``h[k]``, 8 accumulators,
         no reductions) made each 4 MB GEMV about 10 us faster than these dots (builds of
         20 and 40 steps in one process, loaded box: 137 vs 157 us a step of both
@@ -526,7 +642,10 @@ class _Kernel:
         projection (about 1.3 ms, 60% of peak; 0.84 ms when built without the GEMVs:
         likely the recurrent stream evicting ``W`` from L3); its loops swapped (``W`` read once,
         ``x`` re-read) were 3-20% slower, and prefetching ``R`` during it 3-15% slower."""
-        if self.dots_fit(self.hid):
+        if "R" in self.packed:
+            self.gemm_packed(dst, 1, lambda row: b, lambda row, k: src(k), "R", d, n0, n1,
+                             self.hid, bias, flip, self.split_steps)
+        elif self.dots_fit(self.hid):
             self.gemm_dots(dst, 1, lambda row: b, lambda row, k: src(k), self.buf["R"], d,
                            n0, n1, self.hid, bias, flip, split_tiles=self.split_steps)
         elif panels is not None:
@@ -564,7 +683,10 @@ class _Kernel:
         w = self.buf["W"]
         panels = None
         x_of = lambda row, k: self.x_at(row // batch, row % batch, k)  # noqa: E731
-        if self.dots_fit(self.n_in) and seq * batch < DOTS_MAX_ROWS:
+        if "W" in self.packed:
+            self.gemm_packed(gx, seq * batch, lambda row: row, x_of, "W", d, 0, g_h,
+                             self.n_in, bx, parallel=self.parallel_rows)
+        elif self.dots_fit(self.n_in) and seq * batch < DOTS_MAX_ROWS:
             self.gemm_dots(gx, seq * batch, lambda row: row, x_of, w, d, 0, g_h, self.n_in, bx,
                            parallel=self.parallel_rows)
         elif seq * batch >= PANEL_MIN_STEPS:  # weights as column panels, repaid by the rows
@@ -765,7 +887,7 @@ def sequence_kernel(kind: str, attrs, ins, outs, ctx, threads_ok: bool = True):
     """The TE tensors (Y, Y_h[, Y_c]) of a recurrent node, computed by one extern kernel."""
     def fcompute(in_bufs, out_bufs):
         kernel = _Kernel(kind, attrs, list(in_bufs), list(out_bufs), ctx.vector_lanes,
-                         threads_ok)
+                         threads_ok, ctx.packed)
         with IRBuilder() as ib:
             with T.prim_func():
                 T.func_name(ctx.name)

@@ -28,6 +28,10 @@ Layouts:
         A block a whole multiple (2 or more) of the channels per group holds that many
         copies of the group's channels (``conv_nd_copies``), so a vector of a few channels
         times a few output columns is one contiguous weight load.
+    ``recurrent_panels``: recurrent weight ``(D, N, K)`` (ONNX LSTM/GRU/RNN ``R``, one
+        matrix per direction) -> ``(D, ceil(N / bn), K, bn)``, zero-padded: ``dense``'s
+        panels per direction, so a step's product streams each block as one contiguous
+        run (``recurrent_loop.gemm_packed``) instead of ``bn`` rows 2 KB apart.
     The VNNI layouts store uint8 weights with the top bit flipped (``w - 128`` as int8 bits,
         the dtype kept), since ``vpdpbusd`` multiplies unsigned by signed bytes; the padding
         is 0 in that signed domain.
@@ -130,7 +134,11 @@ def pack_conv2d_vnni(weight: np.ndarray, bn: int) -> np.ndarray:
     return np.ascontiguousarray(np.concatenate([filters, extra], axis=1))
 
 
-PACKERS = {"dense": pack_dense, "matmul": pack_matmul, "conv2d": pack_conv2d,
+def pack_recurrent_panels(weight: np.ndarray, bn: int) -> np.ndarray:
+    return np.ascontiguousarray(np.stack([pack_dense(w, bn) for w in weight]))
+
+
+PACKERS = {"recurrent_panels": pack_recurrent_panels, "dense": pack_dense, "matmul": pack_matmul, "conv2d": pack_conv2d,
            "matmul_vnni": pack_matmul_vnni, "matmul_vnni8": pack_matmul_vnni,
            "conv2d_vnni": pack_conv2d_vnni}
 
@@ -156,6 +164,9 @@ def packed_shape(layout: str, shape: tuple, block: int) -> tuple:
     if layout == "dense":
         n, k = shape
         return (-(-n // block), k, block)
+    if layout == "recurrent_panels":
+        d, n, k = shape
+        return (d, -(-n // block), k, block)
     if layout == "matmul":
         k, n = shape
         return (-(-n // block), k, block)
