@@ -1,12 +1,13 @@
 """Strided depthwise Convs over large planes on ``llvm``, computed in strips of output rows
 (``nnvm_llvm.compiler.depthwise_strided``), checked against onnxruntime.
 
-The path is taken by windows strided in both axes over input planes of at least
-``STRIP_MIN_PLANE_BYTES`` (256 KB). The cases cover what the strips could get wrong: the
-first strip (its top phase row reads padding), a last strip partly past the output (odd
-output heights), odd input widths (the last phase column part padding), pads on one side,
-a 5 x 5 window (two phase rows of reach), stride 3, a batch of two, and the epilogues
-fused into the strips' output rows. The schedule is checked at 16 lanes whatever this
+The path is taken by windows strided along the rows (taps on more than one column phase)
+over input planes of at least ``STRIP_MIN_PLANE_BYTES`` (256 KB). The cases cover what the
+strips could get wrong: the first strip (its top row reads padding), a last strip partly
+past the output (odd output heights), odd input widths (the last phase column part
+padding), pads on one side, a 5 x 5 window, stride 3, unit stride down the columns, a
+dilation down the columns, a batch of two, and the epilogues fused into the strips'
+output rows. The schedule is checked at 16 lanes whatever this
 machine's vectors (the outputs are checked on this machine's own build).
 """
 
@@ -23,16 +24,19 @@ from llvm_probe import skip_without_llvm  # noqa: E402
 skip_without_llvm()
 
 CASES = {
-    # id: (input shape, kernel, stride, pads (top, left, bottom, right))
-    "k3_s2_rows_152": ((1, 2, 400, 304), 3, 2, (1, 1, 1, 1)),
-    "k3_s2_odd_sizes_batch2": ((2, 2, 333, 257), 3, 2, (1, 1, 1, 1)),
-    "k3_s2_pads_one_side": ((1, 2, 300, 250), 3, 2, (0, 0, 1, 1)),
-    "k5_s2": ((1, 2, 301, 260), 5, 2, (2, 2, 2, 2)),
-    "k3_s3": ((1, 2, 310, 290), 3, 3, (1, 1, 1, 1)),
+    # id: (input shape, kernel, strides, pads (top, left, bottom, right), dilations)
+    "k3_s2_rows_152": ((1, 2, 400, 304), 3, (2, 2), (1, 1, 1, 1), (1, 1)),
+    "k3_s2_odd_sizes_batch2": ((2, 2, 333, 257), 3, (2, 2), (1, 1, 1, 1), (1, 1)),
+    "k3_s2_pads_one_side": ((1, 2, 300, 250), 3, (2, 2), (0, 0, 1, 1), (1, 1)),
+    "k5_s2": ((1, 2, 301, 260), 5, (2, 2), (2, 2, 2, 2), (1, 1)),
+    "k3_s3": ((1, 2, 310, 290), 3, (3, 3), (1, 1, 1, 1), (1, 1)),
+    # rows at unit stride, or dilated: the strip's rows are not split by row phase
+    "k3_s1x2": ((1, 2, 210, 320), 3, (1, 2), (1, 1, 1, 1), (1, 1)),
+    "k3_s2_row_dilation2": ((1, 2, 320, 300), 3, (2, 2), (2, 1, 2, 1), (2, 1)),
 }
 
 
-def _onnx(xs, k, s, pads, epilogue, rng):
+def _onnx(xs, k, s, pads, d, epilogue, rng):
     from onnx import TensorProto, helper, numpy_helper
 
     c = xs[1]
@@ -43,13 +47,14 @@ def _onnx(xs, k, s, pads, epilogue, rng):
         inits.append(numpy_helper.from_array(rng.standard_normal(c).astype(np.float32), "B"))
         ins.append("B")
     nodes = [helper.make_node("Conv", ins, ["y" if epilogue in ("none", "bias") else "z"],
-                              group=c, kernel_shape=[k, k], pads=list(pads), strides=[s, s])]
+                              group=c, kernel_shape=[k, k], pads=list(pads), strides=list(s),
+                              dilations=list(d))]
     if epilogue == "relu6":
         nodes.append(helper.make_node("Clip", ["z", "lo", "hi"], ["y"]))
         inits += [numpy_helper.from_array(np.array(0, np.float32), "lo"),
                   numpy_helper.from_array(np.array(6, np.float32), "hi")]
-    oh = (xs[2] + pads[0] + pads[2] - k) // s + 1
-    ow = (xs[3] + pads[1] + pads[3] - k) // s + 1
+    oh = (xs[2] + pads[0] + pads[2] - (k - 1) * d[0] - 1) // s[0] + 1
+    ow = (xs[3] + pads[1] + pads[3] - (k - 1) * d[1] - 1) // s[1] + 1
     graph = helper.make_graph(
         nodes, "dw", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(xs))],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [xs[0], c, oh, ow])], inits)
@@ -58,7 +63,7 @@ def _onnx(xs, k, s, pads, epilogue, rng):
     return model
 
 
-def _schedule_text(xs, k, s, pads):
+def _schedule_text(xs, k, s, pads, d=(1, 1)):
     """The depthwise kernel scheduled at 16 lanes: its TIR text, whether it applied, and
     its lowering."""
     from nnvm_llvm.compiler.codegen import kernel_lowerings
@@ -68,7 +73,8 @@ def _schedule_text(xs, k, s, pads):
     pt, pl, pb, pr = pads
     assert (pt, pl) == (pb, pr), "nnvm.symbol pads symmetrically"
     y = sym.conv2d(sym.Variable("x"), sym.Variable("w"), channels=c, kernel_size=(k, k),
-                   strides=(s, s), padding=(pt, pl), groups=c, use_bias=False)
+                   strides=s if isinstance(s, tuple) else (s, s), padding=(pt, pl),
+                   dilation=d, groups=c, use_bias=False)
     graph, opt = nnvm.compiler.optimize(
         y, shape={"x": xs}, params={"w": np.ones((c, 1, k, k), np.float32)})
     (gl,) = [g for g in kernel_lowerings(graph, opt, 16) if g.kind == "depthwise"]
@@ -80,9 +86,15 @@ def _schedule_text(xs, k, s, pads):
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_strips_match_onnxruntime(case, epilogue):
     ort = pytest.importorskip("onnxruntime")
-    xs, k, s, pads = CASES[case]
+    from nnvm_llvm.compiler.depthwise_strided import wants_strips
+    from nnvm_llvm.compiler.flat_window import FlatPlane
+
+    xs, k, s, pads, d = CASES[case]
+    oh = (xs[2] + pads[0] + pads[2] - (k - 1) * d[0] - 1) // s[0] + 1
+    ow = (xs[3] + pads[1] + pads[3] - (k - 1) * d[1] - 1) // s[1] + 1
+    assert wants_strips(FlatPlane(k, k, *s, *d, pads[0], pads[1], xs[2], xs[3], oh, ow, 16))
     rng = np.random.default_rng(16)
-    model = _onnx(xs, k, s, pads, epilogue, rng)
+    model = _onnx(xs, k, s, pads, d, epilogue, rng)
     xv = (rng.standard_normal(xs) * 3).astype(np.float32)
     want = ort.InferenceSession(model.SerializeToString(),
                                 providers=["CPUExecutionProvider"]).run(None, {"x": xv})[0]
@@ -96,14 +108,16 @@ def test_strips_match_onnxruntime(case, epilogue):
 
 def test_the_strips_are_computed_per_plane_and_strip_with_only_border_columns_checked():
     """3 x 3 s2 over 400 x 304: 100 strips of 2 output rows per plane, each copying its
-    3 rows of the 4 phases (161 columns: 152 output columns rounded up to 160, plus the
-    taps' reach), then the taps, then the strip's 2 output rows; the copy's interior
-    phase columns (1 to 151: input columns 1 to 303) carry no padding check."""
+    5 input rows (not split by row phase) into 2 column phases of 161 columns (152 output
+    columns rounded up to 160, plus the taps' reach), then the taps, then the strip's 2
+    output rows; the copy's interior phase columns (1 to 151: input columns 1 to 303)
+    carry no padding check."""
     from nnvm_llvm.compiler.depthwise_strided import STRIP_ROWS
 
     text, applied, _ = _schedule_text((1, 2, 400, 304), 3, 2, (1, 1, 1, 1))
     assert applied and STRIP_ROWS == 2
     assert "pad_strips_" in text and "pad_phases" not in text  # not the whole-plane copy
+    assert "T.sblock_alloc_buffer((1, 2, 100, 2, 5, 161))" in text
     # the strip loop under the plane loop, the strip's copy and taps under it
     strip = text.index("in range(100)")
     assert strip < text.index('T.sblock("pad_strips_') < text.index("anchor_depthwise_update")
@@ -111,6 +125,14 @@ def test_the_strips_are_computed_per_plane_and_strip_with_only_border_columns_ch
     assert "rh in T.unroll" in text and "T.vectorized(16)" in text
     # the strip's output rows: 2 rows under the strip loop, not a whole-plane crop
     assert "T.grid(2, 19)" in text
+
+
+@pytest.mark.parametrize("case", ["k3_s1x2", "k3_s2_rows_152", "k3_s3", "k5_s2",
+                                  "k3_s2_row_dilation2"])
+def test_the_cases_take_the_strip_schedule(case):
+    xs, k, s, pads, d = CASES[case]
+    text, applied, _ = _schedule_text(xs, k, s, pads, d)
+    assert applied and "pad_strips_" in text and "anchor_depthwise_update" in text
 
 
 @pytest.mark.parametrize("xs, s", [((1, 2, 200, 152), 2),  # plane under 256 KB

@@ -1,8 +1,9 @@
 """Strided depthwise convolution over large planes, in *strips* of output rows: per (n, c)
-plane and per strip of ``K`` output rows, the strip's stride phases are read straight from
-the input into a buffer that stays in L1, the taps run over it in register tiles of one
-vector in each of ``rt`` rows (every tap unrolled), and the strip's rows are cropped into
-the output with the epilogue.
+plane and per strip of ``K`` output rows, the strip's input rows are split into their
+column phases straight from the input into a buffer that stays in L1 (the rows are not
+split by row phase: the taps read rows ``sh`` apart at no cost), the taps run over it in
+register tiles of one vector in each of ``rt`` rows (every tap unrolled), and the strip's
+rows are cropped into the output with the epilogue.
 
 Why: ``flat_window`` splits the whole plane into its phases before any tap runs. For a
 3 x 3 s2 window over 32 x 400 x 304 (rows of 152; the corpus OCR/detection models) a plane
@@ -22,6 +23,20 @@ input row copied twice) 1.35 against K = 2's 1.20 (load 3.6). Best of 11 blocks,
 0.99). Planes under ``STRIP_MIN_PLANE_BYTES`` keep the whole-plane kernel: strips of 2 ran
 64 x 200 x 152 alike (0.36 ms both), 144 x 56 x 56 1.39x and 5 x 5 s2 over 24 x 75 x 75
 1.41x slower (more copy per output row: the strip's rows of reach are copied again).
+Those strips split the rows by row phase too (``sh x sw`` phases of ``K + 1`` rows, one
+of them read by no tap); copying the strip's ``(K - 1) * sh + kh`` rows unsplit made the
+kernel 1.10x faster with the input in cache (8 x 400 x 304: 0.167 -> 0.150 ms, 16 x 400 x
+304: 0.339 -> 0.310) and alike from DRAM. Final A/B against the whole-plane kernel (best /
+median of 11 blocks, load 4-5): 32 x 400 x 304 1 thread 1.26 / 1.43 -> 0.78 / 1.10 ms,
+2 threads 0.96 / 1.37 -> 0.60 / 0.96 ms; 16 x 400 x 304 1 thread 0.36 / 0.39 -> 0.31 /
+0.31 ms.
+
+Tried and dropped: a software prefetch (``llvm.prefetch`` of each cache line of the input
+rows 1 to 4 strips ahead, at the top of each strip) made 32 x 400 x 304 1.3-1.9x slower;
+the copy as one column loop per column phase (so each loop's padding split is exact) ran
+1.03x slower in cache and 1.17x from DRAM. perf (1 thread, cpu-clock) puts two thirds of
+the kernel in the copy, a quarter in the taps and 3% in the crop, so removing the crop
+is not worth a kernel of its own.
 
 Shapes are static; the geometry is ``flat_window.FlatPlane``. ``flat_window.flat_planes``
 and ``flat_window.flat_window`` build this kernel's compute for the planes
@@ -43,12 +58,11 @@ STRIP_TILE_PREFS = (2, 1)
 
 
 def wants_strips(g) -> bool:
-    """Whether a strided depthwise window over ``g`` is computed in strips: strided in
-    both axes with taps on more than one phase of each (the schedule reorders the copy's
-    four loops ``a, e, r, t``: a phase axis of one would have no loop), and an input plane
-    of at least ``STRIP_MIN_PLANE_BYTES``."""
-    return (g.phases_h > 1 and g.phases_w > 1
-            and g.h * g.w * 4 >= STRIP_MIN_PLANE_BYTES)
+    """Whether a depthwise window over ``g`` is computed in strips: strided along the rows
+    with taps on more than one column phase (the schedule reorders the copy's three loops
+    ``e, r, t``: a phase axis of one would have no loop), and an input plane of at least
+    ``STRIP_MIN_PLANE_BYTES``."""
+    return g.phases_w > 1 and g.h * g.w * 4 >= STRIP_MIN_PLANE_BYTES
 
 
 def strip_rows(g) -> int:
@@ -62,30 +76,35 @@ def strip_width(g) -> int:
     return -(-g.ow // g.lanes) * g.lanes
 
 
+def strip_input_rows(g) -> int:
+    """Input rows one strip reads: its ``K`` output rows' windows."""
+    return (strip_rows(g) - 1) * g.sh + (g.kh - 1) * g.dh + 1
+
+
 def strip_planes(x, g, pad_value, name: str, padded_at):
-    """``pad_strips_<name>``: ``(n, c, S, phases_h, phases_w, K + reach_h, width +
-    reach_w)``: strip ``s``'s phase ``(a, e)`` holds padded rows ``(s * K + r) * sh + a *
-    gh`` and columns ``t * sw + e * gw``; ``padded_at`` gives a padded element."""
+    """``pad_strips_<name>``: ``(n, c, S, phases_w, rows, width + reach_w)``: strip ``s``'s
+    column phase ``e`` holds the padded rows ``s * K * sh + r`` (the strip's input rows,
+    not split by row phase: a row-tiled window reads rows at any stride) at columns
+    ``t * sw + e * gw``; ``padded_at`` gives a padded element."""
     n, c = x.shape[0], x.shape[1]
     k = strip_rows(g)
     strips = -(-g.oh // k)
-    shape = (n, c, strips, g.phases_h, g.phases_w, k + g.reach[0], strip_width(g) + g.reach[1])
-    return te.compute(shape, lambda b, ch, s, a, e, r, t: padded_at(
-        x, g, pad_value, b, ch, (s * k + r) * g.sh + a * g.gh, t * g.sw + e * g.gw),
+    shape = (n, c, strips, g.phases_w, strip_input_rows(g), strip_width(g) + g.reach[1])
+    return te.compute(shape, lambda b, ch, s, e, r, t: padded_at(
+        x, g, pad_value, b, ch, s * k * g.sh + r, t * g.sw + e * g.gw),
         name="pad_strips_" + name)
 
 
 def strip_window(xs, g, combine, tap, name: str):
     """The window over the strip phases: ``(n, c, S * K, width)`` reduced by ``combine``
     over ``tap(value, c, rh, rw)``, then cropped to ``(n, c, oh, ow)``."""
-    n, c, k = xs.shape[0], xs.shape[1], int(xs.shape[5]) - g.reach[0]
+    n, c, k = xs.shape[0], xs.shape[1], strip_rows(g)
     rows = int(xs.shape[2]) * k
     rh, rw = te.reduce_axis((0, g.kh), "rh"), te.reduce_axis((0, g.kw), "rw")
 
     def at(b, ch, i, j):
-        dy, dx = rh * g.dh, rw * g.dw
-        v = xs[b, ch, i // k, (dy % g.sh) // g.gh, (dx % g.sw) // g.gw, i % k + dy // g.sh,
-               j + dx // g.sw]
+        dx = rw * g.dw
+        v = xs[b, ch, i // k, (dx % g.sw) // g.gw, i % k * g.sh + rh * g.dh, j + dx // g.sw]
         return combine(tap(v, ch, rh, rw), axis=[rh, rw])
     acc = te.compute((n, c, rows, strip_width(g)), at, name=name)
     return te.compute((n, c, g.oh, g.ow), lambda b, ch, i, j: acc[b, ch, i, j],
@@ -160,7 +179,7 @@ def _interior_columns(sch, pad):
     load = value.args[1]
     sw, gw, base = (int(v) for v in detect_linear_equation(
         load.indices[-1], [iv.var for iv in block.iter_vars[-1:-4:-2]]))
-    width, phases = int(load.source.shape[-1]), int(block.writes[0].source.shape[4])
+    width, phases = int(load.source.shape[-1]), int(block.writes[0].source.shape[3])
     lo = max(0, -(-(-base) // sw))
     hi = (width - 1 - base - (phases - 1) * gw) // sw  # the last such t
     return lo, max(0, hi + 1 - lo)
@@ -175,9 +194,8 @@ def _strip_rows_of(sch, anchor) -> int:
 def _deinterleave_strip(sch, pad) -> None:
     """The strip's phase copy with the column phase innermost and unrolled, so LLVM sees
     the loads of one input row at ``sw * t + e`` together (an interleaved group)."""
-    loops = sch.get_loops(pad)
-    a, e, r, t = loops[-4:]
-    sch.reorder(r, a, t, e)
+    e, r, t = sch.get_loops(pad)[-3:]
+    sch.reorder(r, t, e)
     sch.unroll(e)
 
 
