@@ -7,10 +7,11 @@ Two compilers, tried in this order unless the target says otherwise (``-compiler
 * NVRTC through CuPy (``cupy.cuda.compiler.compile_using_nvrtc``): needs the NVRTC library
   CuPy links, not a device.
 
-Cache: ``$NNVM_CACHE_DIR/cuda`` or ``~/.cache/nnvm/cuda``; the key hashes the source, the
-architecture, the options and the compiler's identity (nvcc's version line or NVRTC's
-version), so a compiler upgrade never reuses stale PTX. ``ptxas`` (when installed) assembles
-PTX to check it, which is how the test suite verifies kernels on a machine without a GPU.
+Cache: ``$NNVM_CACHE_DIR/cuda`` or ``~/.cache/nnvm/cuda`` (none under ``NNVM_CACHE_DIR=off``,
+the rule of ``nnvm.cache_dirs``); the key hashes the source, the architecture, the options
+and the compiler's identity (nvcc's version line or NVRTC's version), so a compiler upgrade
+never reuses stale PTX. ``ptxas`` (when installed) assembles PTX to check it, which is how
+the test suite verifies kernels on a machine without a GPU.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import subprocess
 import tempfile
 
 from nnvm_codegen_c.diagnostics import clip_log, kernels_at_lines
+from nnvm import cache_dirs
 from nnvm.errors import NNVMError
 
 #: options given to every compile (no fast-math: results must match the reference kernels).
@@ -121,10 +123,10 @@ def arch_number(arch: str) -> int:
     return int(re.sub(r"\D", "", arch.split("_", 1)[1]))
 
 
-def cache_dir() -> str:
-    base = os.environ.get("NNVM_CACHE_DIR") or os.path.join(
-        os.path.expanduser("~"), ".cache", "nnvm")
-    return os.path.join(base, "cuda")
+def cache_dir() -> str | None:
+    """The PTX cache folder, ``<cache root>/cuda`` (``nnvm.cache_dirs``); None under
+    ``NNVM_CACHE_DIR=off``, when every build compiles and nothing is written."""
+    return cache_dirs.package_dir("cuda")
 
 
 def choose_compiler(preference: str | None = None) -> str:
@@ -171,8 +173,10 @@ def compile_ptx(source: str, arches: list[str], compiler: str | None = None
               nvrtc_version(), "cache_hits": 0, "compiled": 0, "seconds": 0.0}
     t0 = time.perf_counter()
     missing = []
+    folder = cache_dir()
     for arch in arches:
-        text = _read(os.path.join(cache_dir(), f"{cache_key(source, arch, comp)}.{arch}.ptx"))
+        text = None if folder is None else _read(
+            os.path.join(folder, f"{cache_key(source, arch, comp)}.{arch}.ptx"))
         if text is not None:
             report["cache_hits"] += 1
             out[arch] = text
@@ -182,8 +186,9 @@ def compile_ptx(source: str, arches: list[str], compiler: str | None = None
         fresh = _nvcc(source, missing) if comp == "nvcc" else \
             {a: _nvrtc(source, a) for a in missing}
         for arch, text in fresh.items():
-            _write_atomic(os.path.join(cache_dir(), f"{cache_key(source, arch, comp)}.{arch}.ptx"),
-                          text.encode("utf-8"))
+            if folder is not None:
+                _write_atomic(os.path.join(folder, f"{cache_key(source, arch, comp)}.{arch}.ptx"),
+                              text.encode("utf-8"))
             out[arch] = text
         report["compiled"] = len(missing)
     report["seconds"] = round(time.perf_counter() - t0, 3)

@@ -4,9 +4,9 @@ A device the ICD loader lists is not necessarily one that works: PoCL's bundled 
 compile any kernel on CPUs newer than itself ("unknown target CPU 'generic'"), yet it lists
 the CPU. So a device counts as usable only when a probe kernel builds and runs on it and
 returns the right numbers (``probe``); the verdict is cached per device and driver version,
-in this process and on disk. Availability (``unavailable_reason``), ``nnvm plugins``,
-``best_target()`` and device selection all go through the probe; nothing here runs at
-import time.
+in this process and on disk (in this process only under ``NNVM_CACHE_DIR=off``).
+Availability (``unavailable_reason``), ``nnvm plugins``, ``best_target()`` and device
+selection all go through the probe; nothing here runs at import time.
 
 Device choice, first match wins: the target options ``-platform=`` / ``-device=``, then the
 environment variable ``NNVM_OPENCL_DEVICE`` (a substring of "platform / device", or an
@@ -44,6 +44,11 @@ __kernel void nnvm_probe(__global const float *x, __global float *y) {
 
 
 def pyopencl_reason() -> str | None:
+    """None when pyopencl imports, else why and the fix. Sets the drivers' cache variables
+    first (``program.configure_driver_caches``): this is the backend's first pyopencl import."""
+    from .program import configure_driver_caches
+
+    configure_driver_caches()
     try:
         import pyopencl  # noqa: F401
     except Exception as exc:  # ImportError, or a broken ICD loader raising at import
@@ -58,10 +63,8 @@ def devices() -> tuple:
     if pyopencl_reason() is not None:
         return ()
     from .drivers import register
-    from .program import use_pocl_cache_dir
 
     register()
-    use_pocl_cache_dir()
     import pyopencl as cl
 
     try:
@@ -94,11 +97,15 @@ def name(pair) -> str:
     return f"{p.name.strip()} / {d.name.strip()}"
 
 
-def _probe_cache_path(dev) -> str:
+def _probe_cache_path(dev) -> str | None:
+    """Where ``dev``'s verdict is kept on disk; None under ``NNVM_CACHE_DIR=off``."""
     from .program import cache_dir, device_key
 
+    folder = cache_dir()
+    if folder is None:
+        return None
     key = f"{PROBE_VERSION}|{device_key(dev)}"
-    return os.path.join(cache_dir(), "probe", hashlib.sha256(key.encode()).hexdigest()[:24]
+    return os.path.join(folder, "probe", hashlib.sha256(key.encode()).hexdigest()[:24]
                         + ".json")
 
 
@@ -144,10 +151,11 @@ def probe(dev) -> str | None:
     """None when ``dev`` builds and runs the probe kernel correctly, else the driver's reason.
 
     Cached per device and driver version on disk (a cold PoCL build takes ~1 s, a cached
-    verdict ~0.1 ms) and per process; ``NNVM_OPENCL_REPROBE=1`` ignores the disk cache.
+    verdict ~0.1 ms) and per process; ``NNVM_OPENCL_REPROBE=1`` ignores the disk cache, and
+    under ``NNVM_CACHE_DIR=off`` there is none: each process probes once, in memory.
     """
     path = _probe_cache_path(dev)
-    if os.environ.get("NNVM_OPENCL_REPROBE") != "1":
+    if path is not None and os.environ.get("NNVM_OPENCL_REPROBE") != "1":
         try:
             with open(path, encoding="utf-8") as f:
                 got = json.load(f)
@@ -158,9 +166,10 @@ def probe(dev) -> str | None:
         except (OSError, ValueError):
             pass
     reason = run_probe(dev)
-    from .program import _write_atomic
+    if path is not None:
+        from .program import _write_atomic
 
-    _write_atomic(path, json.dumps({"reason": reason}).encode("utf-8"))
+        _write_atomic(path, json.dumps({"reason": reason}).encode("utf-8"))
     return reason
 
 

@@ -98,21 +98,50 @@ def register() -> str | None:
 
 
 def _write_folder(icds: dict[str, str], digest: str) -> str | None:
+    """The vendors folder holding ``icds``: ``<opencl cache>/icd/<digest>``, else (no cache
+    under ``NNVM_CACHE_DIR=off``, or it cannot be written) ``<tmp>/nnvm-icd-<uid>/<digest>``,
+    else a fresh ``mkdtemp`` folder. A folder is used only when it is ours and nobody else can
+    write it: an ICD file names a library the loader loads into this process."""
     from .program import cache_dir
 
-    for base in (os.path.join(cache_dir(), "icd"), os.path.join(tempfile.gettempdir(),
-                                                                  f"nnvm-icd-{os.getuid()}")):
+    cache = cache_dir()
+    bases = [] if cache is None else [os.path.join(cache, "icd")]
+    bases.append(os.path.join(tempfile.gettempdir(), f"nnvm-icd-{os.getuid()}"))
+    for base in bases:
         folder = os.path.join(base, digest)
         try:
+            os.makedirs(base, mode=0o700, exist_ok=True)
+            if not _private(base):
+                continue
             os.makedirs(folder, mode=0o700, exist_ok=True)
-            for name, lib in icds.items():
-                path = os.path.join(folder, name)
-                if not os.path.exists(path):
-                    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".icd-")
-                    with os.fdopen(fd, "w", encoding="utf-8") as f:
-                        f.write(lib + "\n")
-                    os.replace(tmp, path)
+            if not _private(folder):
+                continue
+            _fill(folder, icds)
             return folder
         except OSError:
             continue
-    return None
+    try:  # last resort, e.g. another user squats <tmp>/nnvm-icd-<uid>: a folder of our own
+        folder = tempfile.mkdtemp(prefix="nnvm-icd-")
+        _fill(folder, icds)
+        return folder
+    except OSError:
+        return None
+
+
+def _private(path: str) -> bool:
+    """Whether ``path`` is a folder owned by this user that no one else can write."""
+    st = os.lstat(path)
+    return (os.path.isdir(path) and not os.path.islink(path) and st.st_uid == os.getuid()
+            and not st.st_mode & 0o022)
+
+
+def _fill(folder: str, icds: dict[str, str]) -> None:
+    """Write each ICD file into ``folder`` atomically (a file already there is kept: the
+    folder's name is the digest of its whole content)."""
+    for name, lib in icds.items():
+        path = os.path.join(folder, name)
+        if not os.path.exists(path):
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=".icd-")
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(lib + "\n")
+            os.replace(tmp, path)

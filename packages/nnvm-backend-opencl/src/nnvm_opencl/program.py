@@ -3,13 +3,15 @@
 Cache directory: ``$NNVM_CACHE_DIR/opencl`` or ``~/.cache/nnvm/opencl``; the key hashes the
 source, the build options and the platform/device/driver identity, so a binary is reused
 only by the device that produced it. A failing build raises ``KernelBuildError`` naming the
-kernel(s) the compiler log points at.
+kernel(s) the compiler log points at. ``NNVM_CACHE_DIR=off`` (the shared rule of
+``nnvm.cache_dirs``) disables it: every program compiles from source and nothing is written.
 
 PoCL is the exception: it keeps its own kernel cache (``POCL_CACHE_DIR``, which this module
-points at ``$NNVM_CACHE_DIR/pocl`` unless the user set it), and asking a PoCL program for
-its ``BINARIES`` makes PoCL compile a generic work-group function for *every* kernel on the
-spot (besides the size-specialised one it compiles at each kernel's first launch), which
-roughly doubled cold build time. So on PoCL the binary is not cached here and is fetched
+points at ``$NNVM_CACHE_DIR/pocl`` unless the user set it; under ``NNVM_CACHE_DIR=off`` PoCL's
+and pyopencl's disk caches are turned off instead: ``configure_driver_caches``), and asking a
+PoCL program for its ``BINARIES`` makes PoCL compile a generic work-group function for
+*every* kernel on the spot (besides the size-specialised one it compiles at each kernel's
+first launch), which roughly doubled cold build time. So on PoCL the binary is not cached here and is fetched
 only when a model is exported (``fetch_binary``).
 """
 
@@ -21,7 +23,7 @@ import re
 import tempfile
 import warnings
 
-from nnvm import progress
+from nnvm import cache_dirs, progress
 from nnvm.errors import NNVMError
 from nnvm_codegen_c.diagnostics import clip_log, kernels_at_lines
 
@@ -42,10 +44,10 @@ class DriverCannotCompileError(KernelBuildError):
     the generated code."""
 
 
-def cache_dir() -> str:
-    base = os.environ.get("NNVM_CACHE_DIR") or os.path.join(
-        os.path.expanduser("~"), ".cache", "nnvm")
-    return os.path.join(base, "opencl")
+def cache_dir() -> str | None:
+    """The OpenCL cache folder, ``<cache root>/opencl`` (binaries, ``probe/``, ``icd/``);
+    None under ``NNVM_CACHE_DIR=off`` (``nnvm.cache_dirs``). Creates nothing."""
+    return cache_dirs.package_dir("opencl")
 
 
 def device_key(dev) -> str:
@@ -65,11 +67,24 @@ def has_driver_cache(dev) -> bool:
     return "portable computing language" in dev.platform.name.lower()
 
 
-def use_pocl_cache_dir() -> None:
-    """Point PoCL's kernel cache under the NNVM cache (before the first PoCL build), unless
-    the user chose a directory; keeps every compiled artefact of the project in one place."""
-    if "POCL_CACHE_DIR" not in os.environ:
-        os.environ["POCL_CACHE_DIR"] = os.path.join(os.path.dirname(cache_dir()), "pocl")
+def configure_driver_caches() -> None:
+    """Set the caches of the libraries under this backend, before pyopencl is imported and
+    before the first PoCL build (both read their variables once per process).
+
+    With a cache: PoCL's kernel cache goes under the NNVM cache (``POCL_CACHE_DIR``, unless the
+    user chose a directory), keeping every compiled artefact of the project in one place.
+    Under ``NNVM_CACHE_DIR=off`` there is no NNVM cache to point at and no disk cache is
+    wanted: ``POCL_CACHE_DIR`` is left alone, PoCL's persistent cache is turned off
+    (``POCL_KERNEL_CACHE=0``: it builds in a temporary folder it deletes on program release)
+    and so are pyopencl's compiler and invoker caches (``PYOPENCL_NO_CACHE=1``, read when
+    pyopencl is first imported, so it has no effect where the application imported it
+    first), each unless the user set the variable."""
+    root = cache_dirs.cache_root()
+    if root is None:
+        os.environ.setdefault("POCL_KERNEL_CACHE", "0")
+        os.environ.setdefault("PYOPENCL_NO_CACHE", "1")
+    elif "POCL_CACHE_DIR" not in os.environ:
+        os.environ["POCL_CACHE_DIR"] = os.path.join(root, "pocl")
 
 
 def fetch_binary(prg) -> bytes:
@@ -89,11 +104,12 @@ def build_program(ctx, dev, source: str, options: str = BUILD_OPTIONS):
     """
     import pyopencl as cl
 
-    key = cache_key(source, dev, options)
-    path = os.path.join(cache_dir(), key + ".bin")
     if has_driver_cache(dev):
         return _build_source(ctx, dev, source, options), None, None
-    if os.path.exists(path):
+    folder = cache_dir()
+    path = None if folder is None else os.path.join(folder, cache_key(source, dev, options)
+                                                    + ".bin")
+    if path is not None and os.path.exists(path):
         try:
             with open(path, "rb") as f:
                 binary = f.read()
@@ -103,7 +119,8 @@ def build_program(ctx, dev, source: str, options: str = BUILD_OPTIONS):
             pass
     prg = _build_source(ctx, dev, source, options)
     binary = fetch_binary(prg)
-    _write_atomic(path, binary)
+    if path is not None:
+        _write_atomic(path, binary)
     return prg, False, binary
 
 

@@ -36,6 +36,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from . import cache_dirs
 from .errors import ExecutionError, NNVMError, format_error
 from .runtime.structured_outputs import NAMES_ATTR, persistable, regroup, structure_of
 
@@ -57,10 +58,12 @@ class NodeArg:
     dtype: str
 
 
-def _cache_root(cache_dir: str | None) -> str:
-    base = cache_dir or os.environ.get("NNVM_CACHE_DIR") or os.path.join(
-        os.path.expanduser("~"), ".cache", "nnvm")
-    return os.path.join(base, "sessions")
+def _cache_root(cache_dir: str | None) -> str | None:
+    """The sessions' artifact folder: ``<cache_dir>/sessions`` when the caller named one, else
+    the shared rule's (``nnvm.cache_dirs``): None, no disk cache, under ``NNVM_CACHE_DIR=off``."""
+    if cache_dir:
+        return os.path.join(cache_dir, "sessions")
+    return cache_dirs.package_dir("sessions")
 
 
 class InferenceSession:
@@ -74,7 +77,8 @@ class InferenceSession:
         freeze: ``{input: value}`` bound as constants at import (e.g. a sample rate).
         opt_level: optimisation level (default 3).
         cache_dir: where compiled artifacts go (default ``$NNVM_CACHE_DIR/sessions`` or
-            ``~/.cache/nnvm/sessions``); ``False`` disables the disk cache.
+            ``~/.cache/nnvm/sessions``); ``False``, or ``NNVM_CACHE_DIR=off`` with no folder
+            named here, disables the disk cache (the session compiles in memory).
         batch_bucket: the batch a symbolic-batch model is compiled for (default 1: no
             padding ever; larger values trade padding of the last run for fewer, wider runs).
     """

@@ -27,9 +27,10 @@ The disk cache is native code that ``build`` loads, so it is never trusted blind
 
 Disk layout under ``NNVM_CACHE_DIR`` (default ``~/.cache/nnvm/llvm``): ``libs/<key>.entry``
 (kernel libraries, and the compiled ``threadpool.c`` object as ``threadpool-<hash>``; older
-versions kept a bare ``threadpool-<hash>.o`` in the folder, which ``clear`` still removes). ``NNVM_CACHE_DIR=off`` disables the
-disk cache. ``nnvm cache info`` and ``nnvm cache clear`` show and empty it. This module
-imports no TVM, so the CLI works with the runtime-only install.
+versions kept a bare ``threadpool-<hash>.o`` in the folder, which ``clear`` still removes).
+``NNVM_CACHE_DIR=off`` (or ``0``/``none``/``false``) disables the disk cache, the rule every
+package shares (``nnvm.cache_dirs``). ``nnvm cache info`` and ``nnvm cache clear`` show and
+empty it. This module imports no TVM, so the CLI works with the runtime-only install.
 
 The hash detects corruption and mistakes, not a same-user attacker: anyone who can write
 the folder as you can also write a matching hash (see docs/reliability.md).
@@ -45,6 +46,7 @@ import tempfile
 import threading
 import warnings
 
+from nnvm import cache_dirs
 from nnvm.errors import NNVMError, format_error
 
 ENTRY_MAGIC = b"NNVMLLC1"
@@ -94,11 +96,12 @@ _warned_dirs: set[str] = set()
 
 
 def configured_dir() -> str | None:
-    """The cache folder the environment asks for (None when disabled); creates nothing."""
-    d = os.environ.get("NNVM_CACHE_DIR")
-    if d and d.lower() in ("off", "0", "none", "false"):
-        return None
-    return d or os.path.join(os.path.expanduser("~"), ".cache", "nnvm", "llvm")
+    """The cache folder the environment asks for (None when disabled); creates nothing.
+
+    The shared rule of ``nnvm.cache_dirs``, with this backend's own layout: the folder
+    ``NNVM_CACHE_DIR`` names is used itself (not a ``llvm/`` inside it), and the default is
+    ``~/.cache/nnvm/llvm``."""
+    return cache_dirs.cache_root(default=os.path.join(cache_dirs.default_root(), "llvm"))
 
 
 def max_bytes() -> int:

@@ -154,10 +154,11 @@ def _candidate_dirs() -> list[str]:
     out = []
     if os.environ.get("NNVM_NATIVE_DIR"):
         out.append(os.environ["NNVM_NATIVE_DIR"])
-    cache = os.environ.get("NNVM_CACHE_DIR")
-    if not (cache and cache.lower() in ("off", "0", "none", "false")):
-        out.append(os.path.join(cache or os.path.join(os.path.expanduser("~"), ".cache",
-                                                      "nnvm", "llvm"), "native"))
+    from ..compiler.cache import configured_dir  # the shared NNVM_CACHE_DIR rule, llvm layout
+
+    cache = configured_dir()
+    if cache is not None:  # NNVM_CACHE_DIR=off: no folder of the cache, the temp ones below
+        out.append(os.path.join(cache, "native"))
     if os.environ.get("XDG_RUNTIME_DIR"):
         out.append(os.environ["XDG_RUNTIME_DIR"])
     out.append(tempfile.gettempdir())
