@@ -2,7 +2,8 @@
 (``nnvm_llvm.compiler.depthwise_strided``), checked against onnxruntime.
 
 The path is taken by windows strided along the rows (taps on more than one column phase)
-over input planes of at least ``STRIP_MIN_PLANE_BYTES`` (256 KB). The cases cover what the
+over input planes of at least ``STRIP_MIN_PLANE_BYTES`` (256 KB), or 48 KB where a strip
+copies few rows twice (3 x 3 s2). The cases cover what the
 strips could get wrong: the first strip (its top row reads padding), a last strip partly
 past the output (odd output heights), odd input widths (the last phase column part
 padding), pads on one side, a 5 x 5 window, stride 3, unit stride down the columns, a
@@ -135,11 +136,20 @@ def test_the_cases_take_the_strip_schedule(case):
     assert applied and "pad_strips_" in text and "anchor_depthwise_update" in text
 
 
-@pytest.mark.parametrize("xs, s", [((1, 2, 200, 152), 2),  # plane under 256 KB
-                                   ((1, 2, 400, 304), 1)])  # unit stride
-def test_small_strided_and_unit_stride_planes_keep_the_flat_kernel(xs, s):
-    text, applied, _ = _schedule_text(xs, 3, s, (1, 1, 1, 1))
+@pytest.mark.parametrize("xs, k, s", [
+    ((1, 2, 100, 100), 3, 2),  # 3 x 3 s2 over a plane under 48 KB
+    ((1, 2, 200, 152), 5, 2),  # 5 x 5 s2 (7 rows copied per 4) over a plane under 256 KB
+    ((1, 2, 400, 304), 3, 1)])  # unit stride
+def test_small_strided_and_unit_stride_planes_keep_the_flat_kernel(xs, k, s):
+    text, applied, _ = _schedule_text(xs, k, s, ((k - 1) // 2,) * 4)
     assert applied and "pad_strips_" not in text and "pad_phases" in text
+
+
+@pytest.mark.parametrize("xs", [(1, 2, 200, 152), (1, 2, 112, 112)])
+def test_mid_planes_of_a_3x3_s2_window_take_strips(xs):
+    """48 KB to 256 KB: a 3 x 3 s2 strip copies 5 input rows per 4 new ones."""
+    text, applied, _ = _schedule_text(xs, 3, 2, (1, 1, 1, 1))
+    assert applied and "pad_strips_" in text
 
 
 def test_every_tuning_knob_of_a_strip_kernel_schedules():

@@ -51,6 +51,10 @@ from tvm.sym import detect_linear_equation
 
 #: smallest input plane (bytes) a strided depthwise window is computed in strips for
 STRIP_MIN_PLANE_BYTES = 256 * 1024
+#: smallest input plane (bytes) computed in strips when a strip copies few rows twice
+#: (at most ``STRIP_COPY_MAX`` input rows copied per new one)
+STRIP_MIN_PLANE_BYTES_CHEAP = 48 * 1024
+STRIP_COPY_MAX = 1.25
 #: output rows per strip (see the module docstring for the measurements)
 STRIP_ROWS = 2
 #: rows per register tile, in order of preference (the first dividing ``STRIP_ROWS``)
@@ -60,9 +64,21 @@ STRIP_TILE_PREFS = (2, 1)
 def wants_strips(g) -> bool:
     """Whether a depthwise window over ``g`` is computed in strips: strided along the rows
     with taps on more than one column phase (the schedule reorders the copy's three loops
-    ``e, r, t``: a phase axis of one would have no loop), and an input plane of at least
-    ``STRIP_MIN_PLANE_BYTES``."""
-    return g.phases_w > 1 and g.h * g.w * 4 >= STRIP_MIN_PLANE_BYTES
+    ``e, r, t``: a phase axis of one would have no loop), over an input plane of at least
+    ``STRIP_MIN_PLANE_BYTES``, or of ``STRIP_MIN_PLANE_BYTES_CHEAP`` where a strip copies
+    at most ``STRIP_COPY_MAX`` input rows per new row (3 x 3 s2: 5 rows for 4).
+
+    Why the two sizes (1 thread, A/B interleaved, strips of 2 rows against the whole-plane
+    kernel): 3 x 3 s2 over 64 x 200 x 152 (121 KB planes) 0.367 -> 0.296 ms, 48 x 150 x 150
+    (90 KB) 0.199 -> 0.178, 32 x 112 x 112 (50 KB) 0.077 -> 0.074; but 24 x 75 x 75 (22 KB)
+    0.030 -> 0.038 and 144 x 56 x 56 (12 KB) 0.080 -> 0.086 slower, and 5 x 5 s2 (7 rows
+    copied for 4) over 32 x 150 x 150 0.238 -> 0.261 and 24 x 75 x 75 0.039 -> 0.056
+    slower (medians, load 2-3)."""
+    if g.phases_w <= 1:
+        return False
+    plane = g.h * g.w * 4
+    cheap = strip_input_rows(g) <= STRIP_COPY_MAX * strip_rows(g) * g.sh
+    return plane >= STRIP_MIN_PLANE_BYTES or cheap and plane >= STRIP_MIN_PLANE_BYTES_CHEAP
 
 
 def strip_rows(g) -> int:

@@ -49,10 +49,11 @@ compared a kernel with itself and are void). Measured so: dropping the unit-stri
 altogether (wrong output, a bound) makes 3 x 3 over 2 x 200 x 152 1.22x faster at 1 thread,
 so reading the input directly is worth a kernel of its own.
 
-Strided windows over planes of 256 KB and more are computed in strips of output rows
-instead (``depthwise_strided``: :func:`flat_planes` and :func:`flat_window` build its
-compute), so the input streams in from DRAM while the taps run: 3 x 3 s2 over
-32 x 400 x 304 1.26 -> 0.78 ms at 1 thread (best of 11 blocks, loaded box).
+Strided windows over planes of 256 KB and more (48 KB for 3 x 3 s2) are computed in
+strips of output rows instead (``depthwise_strided``: :func:`flat_planes` and
+:func:`flat_window` build its compute), so the input streams in from DRAM while the taps
+run: 3 x 3 s2 over 32 x 400 x 304 1.26 -> 0.78 ms at 1 thread (best of 11 blocks, loaded
+box), over 64 x 200 x 152 0.367 -> 0.296 ms (medians).
 
 Shapes are static; the geometry is :class:`FlatPlane`. ``window_schedule.schedule_window`` hands
 a window whose input is phase planes (:func:`is_flat`) to :func:`schedule_flat`.
