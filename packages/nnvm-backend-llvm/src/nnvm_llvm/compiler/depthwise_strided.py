@@ -29,7 +29,9 @@ kernel 1.10x faster with the input in cache (8 x 400 x 304: 0.167 -> 0.150 ms, 1
 304: 0.339 -> 0.310) and alike from DRAM. Final A/B against the whole-plane kernel (best /
 median of 11 blocks, load 4-5): 32 x 400 x 304 1 thread 1.26 / 1.43 -> 0.78 / 1.10 ms,
 2 threads 0.96 / 1.37 -> 0.60 / 0.96 ms; 16 x 400 x 304 1 thread 0.36 / 0.39 -> 0.31 /
-0.31 ms.
+0.31 ms. With the rows unsplit the strip size still wants 2 rows from DRAM (32 x 400 x
+304, medians, load 1.9: K = 2 0.78 ms, 3 1.08, 4 1.44, 4 in one register tile of 4 rows
+1.42), though in cache (16 x 400 x 304) the tile of 4 ran 0.29 against 0.31 ms.
 
 Tried and dropped: a software prefetch (``llvm.prefetch`` of each cache line of the input
 rows 1 to 4 strips ahead, at the top of each strip) made 32 x 400 x 304 1.3-1.9x slower;
