@@ -15,11 +15,13 @@ a Python call) next to onnxruntime on the same graph (through its Python API wit
 inputs, so its figure for a tiny kernel includes that API's per-call cost) (context: a kernel slower than onnxruntime's is a
 schedule problem whatever the roof says). Printed per workload: achieved and attainable
 GFLOP/s and "x roof" = attainable / achieved (1.0 = on the roof, 2.0 = half of it); per class
-the worst and median "x roof" and how many are within 2x.
+the worst and median "x roof" and how many are within 2x. The roof's time includes one
+kernel call (``measure.call_floor``: the 64-byte stream's call, ~8 ns): a roof of bytes and
+FLOPs alone asks a 30-ns kernel to beat the cost of calling it.
 
-"x now" is "x roof" with the DRAM bandwidth scaled by how fast the bandwidth stream ran in
-the workload's own interleaved blocks against the sweep's start (``measure.DramProbe``): on
-a VM sharing its host's memory bus the bandwidth of the start is not the bandwidth of ten
+"x now" is "x roof" with the DRAM bandwidth the stream kernel of ``measure.bandwidth`` got in
+the workload's own interleaved blocks (``measure.DramProbe``) instead of the sweep's start:
+on a VM sharing its host's memory bus the bandwidth of the start is not the bandwidth of ten
 minutes later (the same depthwise conv took 640 us in one sweep, 1,445 us in the next).
 Compute-bound roofs are unchanged by it.
 
@@ -115,11 +117,13 @@ def measure_workload(w: dict, threads: list[int], peaks: dict, bws: dict, blocks
         if "onnxruntime" in times:
             row["ort_ms"] = times["onnxruntime"] * 1e3
             row["vs_ort"] = times["nnvm"] / times["onnxruntime"]
-        row.update(measure.roofline(work, nbytes, times["nnvm"], peaks[t], bws[t]))
+        floor = measure.call_floor(curves[t]) if curves else 0.0
+        row.update(measure.roofline(work, nbytes, times["nnvm"], peaks[t], bws[t], floor),
+                   call_floor_ns=floor * 1e9)
         if "dram" in times:
-            drift = probe.drift(t, times["dram"])
-            now = measure.roofline(work, nbytes, times["nnvm"], peaks[t], bws[t] / drift)
-            row.update(dram_drift=drift, attainable_now_gflops=now["attainable_gflops"],
+            bw_now = probe.gbs(times["dram"])
+            now = measure.roofline(work, nbytes, times["nnvm"], peaks[t], bw_now, floor)
+            row.update(dram_gbs_now=bw_now, attainable_now_gflops=now["attainable_gflops"],
                        x_roofline_now=now["x_roofline"])
         if curves:
             bw = measure.bandwidth_at(curves[t], nbytes, bws[t])
@@ -128,7 +132,7 @@ def measure_workload(w: dict, threads: list[int], peaks: dict, bws: dict, blocks
                        x_roofline_cache=cached["x_roofline"])
         if "ort_ms" in row:
             row["ort_x_roofline"] = measure.roofline(work, nbytes, times["onnxruntime"],
-                                                     peaks[t], bws[t])["x_roofline"]
+                                                     peaks[t], bws[t], floor)["x_roofline"]
         rows.append(row)
     return rows
 
@@ -260,7 +264,7 @@ def sweep(workloads: list[dict], threads: list[int], blocks: int = 5, seconds: f
     bw_text = ", ".join(f"{bws[t]:.1f} GB/s at {t}t" for t in threads) + f" ({bw_how})"
     cache_text = "; ".join(f"{t}t " + " ".join(f"{_size(n)}:{g:.0f}" for n, g in curves[t])
                            for t in threads) if curves else "-"
-    probe = measure.DramProbe(threads, stream_bytes) if dram_probe else None
+    probe = measure.DramProbe(stream_bytes) if dram_probe else None
     log(f"peak {'; '.join(hows)}")
     log(f"DRAM bandwidth {bw_text}; load average {load0:.2f}; {len(workloads)} workloads")
     log(f"cache-level bandwidth, traffic:GB/s {cache_text}")

@@ -173,10 +173,15 @@ def interleaved(blocks_of: dict, blocks: int) -> dict:
 
 
 def roofline(work: float, nbytes: int, seconds: float, peak_gflops: float,
-             bw_gbs: float) -> dict:
-    """Achieved and attainable GFLOP/s of one timing and how far it is from the roof."""
+             bw_gbs: float, floor_s: float = 0.0) -> dict:
+    """Achieved and attainable GFLOP/s of one timing and how far it is from the roof;
+    ``floor_s``: the cost of one kernel call (``call_floor``), added to the roof's time
+    (a kernel's time is at least one call plus its traffic or its math: it matters only
+    for kernels of well under a microsecond)."""
     ai = work / nbytes if nbytes else float("inf")
     attainable = min(peak_gflops, ai * bw_gbs)
+    if floor_s > 0 and attainable > 0 and work > 0:
+        attainable = work / (work / (attainable * 1e9) + floor_s) / 1e9
     achieved = work / seconds / 1e9 if seconds > 0 else 0.0
     return {"ai": ai, "attainable_gflops": attainable, "achieved_gflops": achieved,
             "bound": "compute" if peak_gflops <= ai * bw_gbs else "memory",
@@ -233,22 +238,19 @@ def bandwidth(threads: list[int], nbytes: int = STREAM_BYTES,
 
 
 class DramProbe:
-    """The DRAM stream of :func:`bandwidth` (``y = x + 1`` over ``nbytes``, llvm), re-timed
-    in each workload's own interleaved blocks.
+    """The DRAM stream of :func:`bandwidth` (nnvm's ``y = x + 1`` over ``nbytes``, llvm),
+    timed in each workload's own interleaved blocks: the bandwidth the machine gave *then*.
 
     Why: the sweep's bandwidth is measured once, at its start, on a VM that shares its host's
     L3 and memory bus; over a 10-minute sweep the same memory-bound kernel ran 640 us in one
-    sweep and 1,445 us in the next. Timed next to the workload, the stream tells how much of
-    the start's bandwidth the machine gave *then*: ``drift`` = its seconds now / at the start
-    (> 1: slower now), and the roof of a memory-bound workload scales by ``1 / drift`` (both
-    ways: a faster machine now gives a higher roof). It is the same reasoning as timing
-    onnxruntime in the same interleaved run."""
+    sweep and 1,445 us in the next. The stream timed next to the workload is the same
+    reasoning as timing onnxruntime in the same interleaved run: whatever the neighbours did
+    to one, they did to the other. Its bandwidth is absolute (bytes read + written / median
+    seconds), not scaled from the start, so a noisy start block does not skew every row."""
 
-    def __init__(self, threads: list[int], nbytes: int = STREAM_BYTES, blocks: int = 3):
+    def __init__(self, nbytes: int = STREAM_BYTES):
         self.lib = _stream(nbytes // 4)
         self.nbytes = nbytes
-        self.start = {t: float(np.median([self.block(t)() for _ in range(blocks)]))
-                      for t in threads}
 
     def block(self, threads: int):
         """A block timer (seconds per call) of the stream at ``threads`` threads."""
@@ -258,9 +260,18 @@ class DramProbe:
             return self.lib.benchmark(repeat=3, warmup=1)
         return run
 
-    def drift(self, threads: int, seconds: float) -> float:
-        """How much slower (> 1) the stream ran in a workload's blocks than at the start."""
-        return seconds / self.start[threads]
+    def gbs(self, seconds: float) -> float:
+        """GB/s of one stream call that took ``seconds`` (bytes as the roofline counts)."""
+        return 2 * self.nbytes / seconds / 1e9
+
+
+def call_floor(curve: list) -> float:
+    """Seconds of the smallest stream call of a cache-bandwidth curve (64 bytes moved): the
+    least any kernel call costs through the same executor, which a roofline of bytes and
+    FLOPs alone leaves out (a 552-byte grouped conv "needs" 19 ns at DRAM speed; one call
+    of the 64-byte stream takes 8 ns)."""
+    traffic, gbs = curve[0]
+    return traffic / gbs / 1e9
 
 
 #: the square MatMul whose speed measures the compute peak (4 GFLOP: compute-bound)

@@ -93,6 +93,11 @@ def test_roofline_arithmetic():
     assert mem["achieved_gflops"] == pytest.approx(1.0) and mem["x_roofline"] == pytest.approx(10)
     cpu = measure.roofline(1e9, 1e6, 2e-2, peak_gflops=100.0, bw_gbs=10.0)
     assert cpu["bound"] == "compute" and cpu["x_roofline"] == pytest.approx(2.0)
+    # a call floor of 10 ns on a kernel whose bytes take 20 ns at 10 GB/s: roof time 30 ns
+    tiny = measure.roofline(100.0, 200, 60e-9, peak_gflops=100.0, bw_gbs=10.0, floor_s=10e-9)
+    assert tiny["attainable_gflops"] == pytest.approx(100.0 / 30e-9 / 1e9)
+    assert tiny["x_roofline"] == pytest.approx(2.0)  # 60 ns against 30
+    assert measure.call_floor([(64, 8.0), (256, 30.0)]) == pytest.approx(8e-9)
 
 
 @needs_llvm
@@ -112,11 +117,16 @@ def test_sweep_rows_summary_and_outputs(tmp_path):
         assert r["nnvm_ms"] > 0 and r["ort_ms"] > 0 and r["max_rel_err"] < 1e-3, r
         assert r["x_roofline"] == pytest.approx(r["attainable_gflops"] / r["achieved_gflops"])
         assert r["attainable_gflops"] <= result["meta"]["peak_gflops"][1] + 1e-9, r
-        # the DRAM stream timed beside the workload scales the bandwidth roof by its drift
-        bw_now = result["meta"]["bandwidth_gbs"][1] / r["dram_drift"]
-        assert r["dram_drift"] > 0 and r["x_roofline_now"] == pytest.approx(measure.roofline(
+        # the roof's time includes one call of the smallest stream; "now" takes the DRAM
+        # stream's bandwidth timed beside the workload
+        floor = r["call_floor_ns"] / 1e9
+        assert 0 < floor < 1e-5
+        assert r["x_roofline"] == pytest.approx(measure.roofline(
             r["flops"], r["bytes"], r["nnvm_ms"] / 1e3, result["meta"]["peak_gflops"][1],
-            bw_now)["x_roofline"])
+            result["meta"]["bandwidth_gbs"][1], floor)["x_roofline"])
+        assert r["dram_gbs_now"] > 0 and r["x_roofline_now"] == pytest.approx(measure.roofline(
+            r["flops"], r["bytes"], r["nnvm_ms"] / 1e3, result["meta"]["peak_gflops"][1],
+            r["dram_gbs_now"], floor)["x_roofline"])
         assert r["cache_gbs"] > 0 and r["x_roofline_cache"] == pytest.approx(
             r["attainable_cache_gflops"] / r["achieved_gflops"])
     assert rows[0]["flops"] == 2 * (4 * 8 * 8) * (3 * 3 * 3)
