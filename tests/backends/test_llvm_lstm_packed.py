@@ -9,8 +9,12 @@ path that reads a packed weight is built here: the input projection (rows a mult
 per direction, split across threads (GRU with its reset before ``R``: two products a step,
 the second starting at a block boundary), next to fused step units reading ``R`` as stored
 (only ``W`` packed), with ``layout`` 1, ``sequence_lens``, peepholes, and a weight rebound
-after the build (repacked by the executor). Each case checks the plan packs exactly the
-weights ``packed_weights`` names, so a case that silently fell back would fail.
+after the build (repacked by the executor), and the input projection computed in chunks
+inside the steps (``overlapped_step``: chunks of 5, 4, 3 and 2 rows, ``k`` shorter and
+longer than the state, ``W`` blocks beyond a step's ``R`` blocks). Each case checks the
+plan packs exactly the weights ``packed_weights`` names, and which chunk the steps took
+(a spy on ``overlapped_step`` during a build with the caches off), so a case that
+silently fell back would fail.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 pytest.importorskip("nnvm_llvm", reason="llvm backend not installed")
 pytest.importorskip("tvm", reason="the llvm compiler needs TVM (apache-tvm)")
 
-from nnvm_llvm.compiler import recurrent_loop  # noqa: E402
+from nnvm_llvm.compiler import cache, recurrent_loop  # noqa: E402
 from nnvm_llvm.runtime import packing  # noqa: E402
 
 GATES = {"lstm": 4, "gru": 3, "rnn": 1}
@@ -48,7 +52,23 @@ CASES = {
         "use_sequence_lens": True}, {"W", "R"}),
     # one gate: 5 rows (5 a tile); one direction would fuse its steps (R as stored)
     "rnn-bidir-512": ("rnn", 5, 1, 512, 512, {"direction": "bidirectional"}, {"W", "R"}),
+    # the projection inside the steps (``overlapped_step``), 4-row chunks: k = 300 shorter
+    # than the state (a tail of R alone), layout 1, sequence_lens, GRU after-reset
+    "gru-bidir-512-overlap-lbr-lens-layout1": ("gru", 8, 1, 300, 512, {
+        "direction": "bidirectional", "linear_before_reset": True, "layout": 1,
+        "use_sequence_lens": True}, {"W", "R"}),
+    # 3-row chunks, k = 640 longer than the state (a tail of W alone)
+    "rnn-bidir-512-overlap-k640": ("rnn", 6, 1, 640, 512, {"direction": "bidirectional"},
+                                   {"W", "R"}),
+    # 2-row chunks, peepholes and initial c
+    "lstm-bidir-512-overlap-peep": ("lstm", 4, 1, 512, 512, {
+        "direction": "bidirectional", "use_peepholes": True, "use_initial_c": True},
+        {"W", "R"}),
 }
+
+#: the cases whose projection runs inside the steps, by their chunk of rows
+OVERLAP_CHUNKS = {"lstm-bidir-512": 5, "gru-bidir-512-overlap-lbr-lens-layout1": 4,
+                  "rnn-bidir-512-overlap-k640": 3, "lstm-bidir-512-overlap-peep": 2}
 
 
 def _inputs(rng, kind, seq, batch, n_in, hid, attrs):
@@ -103,8 +123,24 @@ def _check(lib, ref, feed, threads):
 @pytest.fixture(scope="module", params=sorted(CASES))
 def built(request):
     kind, seq, batch, n_in, hid, attrs, slots = CASES[request.param]
-    lib, ref, feed, attrs = _build(kind, seq, batch, n_in, hid, attrs,
-                                   np.random.default_rng(11))
+    chunks = []
+    real = recurrent_loop._Kernel.overlapped_step
+
+    def spy(self, d, s, t_of, r, *args):
+        chunks.append(r)
+        return real(self, d, s, t_of, r, *args)
+    # a fresh build (no kernel from the caches), noting the chunk of each overlapped step
+    cache.clear_memory()
+    mp = pytest.MonkeyPatch()
+    mp.setenv("NNVM_CACHE_DIR", "off")
+    mp.setattr(recurrent_loop._Kernel, "overlapped_step", spy)
+    try:
+        lib, ref, feed, attrs = _build(kind, seq, batch, n_in, hid, attrs,
+                                       np.random.default_rng(11))
+    finally:
+        mp.undo()
+    assert set(chunks) == ({OVERLAP_CHUNKS[request.param]} if request.param in OVERLAP_CHUNKS
+                           else set()), (request.param, chunks)
     return lib, ref, feed, kind, seq, batch, n_in, hid, attrs, slots
 
 
@@ -153,13 +189,23 @@ def test_small_layers_keep_the_weights_as_stored():
 
 
 def test_input_block_follows_the_rows():
-    """The projection's register tile: 4-vector blocks for rows 2 to 6 divide (20 rows: 5
-    x 4 accumulators), 8-vector blocks otherwise (7 rows: 1 x 8), ``R`` 8 vectors."""
+    """The projection's register tile: 4-vector blocks for rows 2 to 6 divide (20 rows of
+    2 batch entries: 5 x 4 accumulators), 8-vector blocks otherwise (7 rows: 1 x 8), ``R``
+    8 vectors; one batch entry whose steps a chunk of 2 to 5 divides takes the projection
+    inside the steps (``overlapped_step``) on 2-vector blocks, unless switched off."""
     attrs = {"hidden_size": 512, "direction": "bidirectional"}
-    for seq, block in ((20, 64), (7, 128)):
-        assert recurrent_loop.packed_weights("lstm", attrs, [(seq, 1, 512), None,
+    for seq, batch, block in ((10, 2, 64), (7, 1, 128), (20, 1, 32), (8, 1, 32)):
+        assert recurrent_loop.packed_weights("lstm", attrs, [(seq, batch, 512), None,
                                                              (2, 2048, 512)], 16) == {
-            1: ("recurrent_panels", block), 2: ("recurrent_panels", 128)}
+            1: ("recurrent_panels", block), 2: ("recurrent_panels", 128)}, (seq, batch)
+    mp = pytest.MonkeyPatch()
+    mp.setattr(recurrent_loop, "OVERLAP", False)
+    try:
+        assert recurrent_loop.packed_weights("lstm", attrs, [(20, 1, 512), None,
+                                                             (2, 2048, 512)], 16)[1] == (
+            "recurrent_panels", 64)
+    finally:
+        mp.undo()
 
 
 def test_recurrent_panels_layout():

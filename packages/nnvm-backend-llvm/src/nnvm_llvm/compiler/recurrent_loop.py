@@ -45,6 +45,23 @@ products alone 1.80 ms (45 us a 4 MB GEMV, about 93 GB/s, the sweep's cache prob
 97 GB/s at 4 MB), its projection alone 0.80 ms (about 105 GFLOP/s). The 128-unit layers
 (their matrices fit L2) and fused step units keep the weights as stored.
 
+A layer of one batch entry with both weights packed (and its directions on threads of
+their own, or one thread) computes its input projection in chunks of a few steps' rows
+(``overlapped_step``): the first chunk before the steps, each later one during the steps of
+the chunk before it, a block of ``W`` paired with each block of ``R`` in ONE ``k`` loop.
+Why: the steps wait on ``R`` streaming from L3 (about 93 GB/s a core) with the FMA units
+about half idle, the projection is bound by its FMAs; one after the other they add up.
+Measured on the 20-step 512-unit bidirectional layer before (one process, load 0.5-1,
+best of 4 blocks): 1 thread 2.67 ms = steps 1.81 + projection 0.80; 2 threads 1.46 =
+steps 0.92 + projection 0.41 per core: the steps scale to both cores (each core still
+streams at about 93 GB/s, L3 is not the shared limit), so at 2 threads too the only
+lever left was the projection's time. Chunks of 5 rows, ``W`` in blocks of 2 vectors
+(``OVERLAP_*``), one-process interleaved A/B (2-core Zen 4 VM): 2 threads 1.26 -> 1.14 ms
+best, 1.33 -> 1.21 ms median of 8 block medians (load 1.8); 1 thread (``taskset``) 2.61 ->
+2.38 ms best, 2.90 -> 2.76 best block median (load 2.1). Each chunk re-reads ``W`` (4 MB a
+direction) and the last chunk's steps overlap nothing, which is what keeps it from the
+steps' 0.92 ms alone.
+
 Both directions of a bidirectional layer run in parallel when the thread pool has two
 workers and the work is large enough; a one-direction layer splits its input projection's
 rows and, when long enough (``STEP_SPLIT_MIN_WORK``), each step's recurrent product across
@@ -289,6 +306,18 @@ PACK_MIN_ELEMS = 1 << 18
 INPUT_BLOCK = 4
 STEP_BLOCK = 8
 
+#: whether a layer of one batch entry with both weights packed computes its input
+#: projection in chunks of rows inside the steps before them (``overlapped_step``; see
+#: the module docstring), the chunk sizes tried in order (a chunk re-reads ``W``, and
+#: ``chunk x OVERLAP_BLOCK + STEP_BLOCK`` accumulators must fit 24 registers), and the
+#: ``W`` block in vectors on that path. Measured at 1 thread on the 20-step 512-unit
+#: layer (one process, best of 4-8 interleaved blocks, load 2-3): 5 rows x 2 vectors
+#: 2.38 ms, 4 x 4 2.42, 4 x 2 2.50, 10 x 1 2.61, 2 x 4 2.80 (2 threads: 1.40 vs 1.20 for
+#: 4 x 4); the projection first, whole: 2.61
+OVERLAP = True
+OVERLAP_ROWS = (5, 4, 3, 2)
+OVERLAP_BLOCK = 2
+
 #: whether ``W`` is packed too (a switch for A/B runs; ``R`` alone: 3.47 -> 3.31 ms)
 PACK_INPUT = True
 
@@ -303,7 +332,10 @@ def packed_weights(kind: str, attrs, shapes, lanes: int) -> dict:
     ``_paths`` is the kernel's own decision). The block is ``INPUT_BLOCK`` or
     ``STEP_BLOCK`` vectors, or the widest of 8, 4, 2, 1 dividing the hidden size, so a
     gate boundary never falls inside one; an input projection whose rows no 2 to 6
-    divide takes 8 vectors (its register tile is then one row: 8 accumulators, not 4)."""
+    divide takes 8 vectors (its register tile is then one row: 8 accumulators, not 4);
+    a projection run inside the steps (``OVERLAP``: one batch entry, ``R`` packed, not
+    split across threads, a chunk of ``OVERLAP_ROWS`` dividing the steps at least twice)
+    takes ``OVERLAP_BLOCK`` vectors."""
     if len(shapes) < 3 or shapes[0] is None or len(shapes[0]) != 3 or shapes[2] is None:
         return {}
     hid, g = int(attrs["hidden_size"]), GATES[kind]
@@ -316,10 +348,15 @@ def packed_weights(kind: str, attrs, shapes, lanes: int) -> dict:
     def block(vectors):
         return next(m * lanes for m in (vectors, 8, 4, 2, 1) if hid % (m * lanes) == 0)
     out = {}
+    paths = _paths(kind, attrs, seq, batch, xs[2], lanes)
+    pack_r = g * hid * hid >= PACK_MIN_ELEMS and not paths[3]
     if g * hid * xs[2] >= PACK_MIN_ELEMS and PACK_INPUT:
         tiled = any(seq * batch % m == 0 for m in (6, 5, 4, 3, 2))
-        out[1] = (PANELS, block(INPUT_BLOCK if tiled else 8))
-    if g * hid * hid >= PACK_MIN_ELEMS and not _paths(kind, attrs, seq, batch, xs[2], lanes)[3]:
+        overlap = OVERLAP and pack_r and batch == 1 and not paths[2] and not (
+            kind == "gru" and not attrs.get("linear_before_reset")) and any(
+            seq % r == 0 and seq // r >= 2 for r in OVERLAP_ROWS)
+        out[1] = (PANELS, block(OVERLAP_BLOCK if overlap else INPUT_BLOCK if tiled else 8))
+    if pack_r:
         out[2] = (PANELS, block(STEP_BLOCK))
     return out
 
@@ -665,6 +702,7 @@ class _Kernel:
         gx = T.alloc_buffer((seq * batch, cols), acc)  # X W^T + Wb of every step
         gh = T.alloc_buffer((batch, cols), acc)  # h R^T + Rb of this step
         h = T.alloc_buffer((2 * batch if self.fused_steps else batch, hp), acc)
+        self._h = h
         cst = T.alloc_buffer((batch, hp), acc) if self.kind == "lstm" else None
         rh = T.alloc_buffer((batch, hp), acc) if self.kind == "gru" and not \
             self.attrs.get("linear_before_reset") else None
@@ -683,7 +721,13 @@ class _Kernel:
         w = self.buf["W"]
         panels = None
         x_of = lambda row, k: self.x_at(row // batch, row % batch, k)  # noqa: E731
-        if "W" in self.packed:
+        reverse = self.attrs.get("direction") == "reverse" or d == 1
+        t_of = (lambda s: seq - 1 - s) if reverse else (lambda s: s)  # noqa: E731
+        chunk = self.overlap_rows()
+        if chunk:  # the first chunk's rows now, the others inside the steps before them
+            self.gemm_packed(gx, chunk, t_of, lambda row, k: self.x_at(t_of(row), 0, k),
+                             "W", d, 0, g_h, self.n_in, bx)
+        elif "W" in self.packed:
             self.gemm_packed(gx, seq * batch, lambda row: row, x_of, "W", d, 0, g_h,
                              self.n_in, bx, parallel=self.parallel_rows)
         elif self.dots_fit(self.n_in) and seq * batch < DOTS_MAX_ROWS:
@@ -700,9 +744,15 @@ class _Kernel:
         if seq >= PANEL_MIN_STEPS and not self.dots_fit(hid):
             panels = T.alloc_buffer((hid, cols), acc)
             self.transpose(d, self.buf["R"], panels, hid, self.parallel_rows)
-        reverse = self.attrs.get("direction") == "reverse" or d == 1
         lens = self.buf.get("sequence_lens")
-        if self.fused_steps:
+        if chunk:
+            with T.serial(0, seq) as s:
+                t = t_of(s)
+                live = None if lens is None else t < lens[0].astype("int32")
+                self.overlapped_step(d, s, t_of, chunk, gx, gh, bh, bx)
+                self.vec_loop(hid, lambda j: self.cell(d, t, 0, j, gx, gh, h, cst, tmp,
+                                                       live))
+        elif self.fused_steps:
             self.claimed_steps(lambda s, c0, c1: self.step_units(
                 d, s, c0, c1, reverse, lens, gx, gh, h, cst, bh))
         else:
@@ -719,6 +769,101 @@ class _Kernel:
             if cst is not None:
                 self.vec_loop(hid, lambda j, b=b: T.buffer_store(
                     self.outs[2], cst[b, j].astype(self.dtype), self.state_idx(d, b, j)))
+
+    def overlap_rows(self) -> int:
+        """Input rows a chunk of the input projection computed inside the steps before
+        them (``overlapped_step``), or 0 where the layer computes it whole first."""
+        if not OVERLAP or self.batch != 1 or "W" not in self.packed or \
+                "R" not in self.packed or self.split_steps or (
+                self.kind == "gru" and not self.attrs.get("linear_before_reset")):
+            return 0
+        nvw = self.packed["W"][1] // self.lanes
+        nvr = self.packed["R"][1] // self.lanes
+        return next((r for r in OVERLAP_ROWS if self.seq % r == 0 and self.seq // r >= 2
+                     and r * nvw + nvr <= 24), 0)
+
+    def overlapped_step(self, d, s, t_of, r, gx, gh, bh, bx):
+        """The recurrent product of step ``s`` (packed ``R``, one state row), its blocks
+        paired in order with blocks of the input projection of the NEXT chunk of ``r``
+        steps' rows (packed ``W``, ``1 / r`` of that chunk's blocks a step), a pair in ONE
+        ``k`` loop so the projection's FMAs run while ``R`` streams in; ``W`` blocks beyond
+        the step's ``R`` blocks run after them alone. Every other step runs the ``R``
+        blocks backwards (``flip``, as ``recurrent``)."""
+        lanes, hid, n_in, seq = self.lanes, self.hid, self.n_in, self.seq
+        g_h = self.g * hid
+        rmat, wmat = self.buf["R"], self.buf["W"]
+        bnr, bnw = self.packed["R"][1], self.packed["W"][1]
+        nvr, nvw = bnr // lanes, bnw // lanes
+        blocks_r, blocks_w = g_h // bnr, g_h // bnw
+        per_step = -(-blocks_w // r)
+        c, j = s // r, s % r
+        flip = s % 2 == 1
+        full = tirx.Ramp(0, 1, lanes)
+        h = self._h
+        rows = [t_of((c + 1) * r + ri) for ri in range(r)]
+
+        def w_block(i, with_r=None):
+            """Block ``j * per_step + i`` of the next chunk's projection (the ``k`` loop
+            shared with ``with_r(k)`` over the shorter of ``n_in`` and ``hid``)."""
+            wb = j * per_step + i
+            with T.If(tirx.all(wb < blocks_w, c + 1 < seq // r)):
+                with T.Then():
+                    cols_w = [tirx.Ramp(wb * bnw + v * lanes, 1, lanes) for v in range(nvw)]
+                    accw = [registers(nvw, (lanes,), self.acc) for _ in range(r)]
+                    for ri in range(r):
+                        for v in range(nvw):
+                            T.buffer_store(accw[ri][v], bx[cols_w[v]], [full])
+
+                    def w_fma(k):
+                        xs = [tirx.Broadcast(self.x_at(rows[ri], 0, k), lanes)
+                              for ri in range(r)]
+                        for v in range(nvw):
+                            w = self.load(wmat, (d, wb, k, tirx.Ramp(v * lanes, 1, lanes)))
+                            for ri in range(r):
+                                T.buffer_store(accw[ri][v], accw[ri][v][full] + xs[ri] * w,
+                                               [full])
+                    both = min(hid, n_in) if with_r else 0
+                    if both:
+                        with T.serial(0, both) as k:
+                            with_r(k)
+                            w_fma(k)
+                    if with_r and hid > both:
+                        with T.serial(both, hid) as k:
+                            with_r(k)
+                    if n_in > both:
+                        with T.serial(both, n_in) as k:
+                            w_fma(k)
+                    for ri in range(r):
+                        for v in range(nvw):
+                            T.buffer_store(gx, accw[ri][v][full], [rows[ri], cols_w[v]])
+                if with_r:
+                    with T.Else():
+                        with T.serial(0, hid) as k:
+                            with_r(k)
+
+        with T.serial(0, blocks_r) as bi:
+            bo = tirx.Select(flip, blocks_r - 1 - bi, bi)
+            cols_r = [tirx.Ramp(bo * bnr + v * lanes, 1, lanes) for v in range(nvr)]
+            accr = registers(nvr, (lanes,), self.acc)
+            for v in range(nvr):
+                T.buffer_store(accr[v], bh[cols_r[v]], [full])
+
+            def r_fma(k):
+                hv = tirx.Broadcast(h[0, k], lanes)
+                for v in range(nvr):
+                    w = self.load(rmat, (d, bo, k, tirx.Ramp(v * lanes, 1, lanes)))
+                    T.buffer_store(accr[v], accr[v][full] + hv * w, [full])
+            with T.If(bi < per_step):
+                with T.Then():
+                    w_block(bi, r_fma)
+                with T.Else():
+                    with T.serial(0, hid) as k:
+                        r_fma(k)
+            for v in range(nvr):
+                T.buffer_store(gh, accr[v][full], [0, cols_r[v]])
+        if per_step > blocks_r:
+            with T.serial(blocks_r, per_step) as bi:
+                w_block(bi)
 
     def split_step(self, d, t, b, gx, gh, h, cst, rh, tmp, live, panels, bias, flip):
         """Step ``t`` of batch entry ``b``: the recurrent product (its tiles split across
