@@ -104,6 +104,30 @@ def pads_narrow_n(attrs, shapes, n: int, lanes: int) -> bool:
             and lanes < n < 2 * lanes and n % lanes != 0)
 
 
+#: least multiply-adds per batch for a batch matmul below ``schedules.MATMUL_MIN_WORK`` to
+#: run one parallel task per batch (``splits_by_batch``)
+BATCH_TASK_MIN_WORK = 1 << 14
+
+
+def splits_by_batch(work: int, batches: int, min_work: int) -> bool:
+    """Whether a batch matmul of ``work`` multiply-adds, too small for the row-tile split
+    (``work < min_work``, ``schedules.MATMUL_MIN_WORK``), still runs in parallel with one
+    task per batch (each a whole batch's register tiles), when it has at least two batches
+    of ``BATCH_TASK_MIN_WORK`` each. Why: serial, such a kernel ran at the 1-thread FMA roof
+    and so at half the 2-thread one (the roofline sweep's 2-head 32x64 @ 64x32 at 2.07x);
+    split by batch and row tile its tasks were too small (2.45 -> 2.77 us), but by batch
+    alone the second thread takes a whole batch. One process, old and new kernels in
+    alternating blocks, min of 10, 2-core Zen 4 box loaded by other jobs (load 2.5-2.9),
+    2 threads -> 1 thread, us: 1x2x32x64 @ 1x2x64x32 2.43 -> 1.51 / 2.44 -> 2.52,
+    1x2x32x32 @ 1x2x32x64 2.30 -> 1.59 / 2.30 -> 2.60, 1x2x32x32 @ 1x2x32x32
+    1.31 -> 0.94 / 1.31 -> 1.39, 1x4x16x32 @ 1x4x32x32 1.33 -> 0.92 / 1.33 -> 1.28. The
+    cost at 1 thread (up to 13%) is the parallel body's: TVM's closure keeps the tile's
+    accumulator buffer in memory (zeroed and stored per tile), which the serial kernel's
+    LLVM sinks out of the loop. Below 16 K per batch (2 x 8x32 @ 32x32, 0.33 us) the
+    launch costs more than the half it saves (2 threads 0.33 -> 0.38 us)."""
+    return work < min_work and batches >= 2 and work >= batches * BATCH_TASK_MIN_WORK
+
+
 def _matmul(attrs, ins, outs, ctx):
     if 1 not in ctx.packed:
         shapes = [tuple(t.shape) for t in ins]

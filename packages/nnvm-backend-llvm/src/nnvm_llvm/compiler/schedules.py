@@ -450,7 +450,8 @@ def _writes_a_slice(sch) -> bool:
 #: ``PARALLEL_MIN_WORK``, as its tasks are whole register tiles with no per-element index
 #: arithmetic. Attention's 8 heads of 40x15 @ 15x40 (192 K) ran 5.3 -> 4.2 us at 2 threads
 #: split (loaded 2-core box, one process, min of 3 blocks; 1 thread 5.3 -> 5.5), while
-#: 2 x 32x32 @ 32x64 (131 K) ran slower split at 1 and 2 threads (2.45 -> 2.77 us)
+#: 2 x 32x32 @ 32x64 (131 K) ran slower split at 1 and 2 threads (2.45 -> 2.77 us);
+#: below it, ``gemm.splits_by_batch`` splits by batch alone
 MATMUL_MIN_WORK = 160_000
 
 #: batches from which a batch matmul whose operands are zero-padded copies runs one task per
@@ -511,8 +512,10 @@ def schedule_batch_matmul(sch, func, info: ScheduleInfo) -> bool:
     work = m * n * _extent(sch, k)
     for lp in batch:
         work *= _extent(sch, lp)
-    outer = sch.fuse(*batch) if pads else sch.fuse(*batch, io) if batch else io
-    if work >= MATMUL_MIN_WORK and _extent(sch, outer) > 1:
+    from .gemm import splits_by_batch  # one task per batch when too small for row tiles
+    by_batch = splits_by_batch(work, work // (m * n * _extent(sch, k)), MATMUL_MIN_WORK)
+    outer = sch.fuse(*batch) if pads or by_batch else sch.fuse(*batch, io) if batch else io
+    if (work >= MATMUL_MIN_WORK or by_batch) and _extent(sch, outer) > 1:
         _try(sch.parallel, outer)  # before decompose_reduction: after it, TVM refuses
     for pad in pads:
         sch.compute_at(pad, outer)
