@@ -42,6 +42,7 @@ SPLIT = [
     ((1, 2, 32, 32), (1, 2, 32, 32), 2),
     ((1, 4, 16, 32), (1, 4, 32, 32), 4),   # 16 K per batch: the smallest that splits
     ((2, 2, 16, 32), (2, 2, 32, 32), 4),   # two batch axes, fused into one task loop
+    ((4, 16, 32), (1, 32, 32), 4),         # B broadcast over the batches
 ]
 
 
