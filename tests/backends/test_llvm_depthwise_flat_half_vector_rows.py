@@ -88,11 +88,18 @@ def _schedule_text(xs, kernel, padding, dilation, strides=(1, 1)):
     return str(schedule(gl.primfunc(16), info).script()), info.applied, gl
 
 
+@pytest.mark.parametrize("strips", [True, False])
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_half_vector_rows_store_the_output_with_no_crop(case):
+def test_half_vector_rows_store_the_output_with_no_crop(case, strips, monkeypatch):
+    """Both kernels: unit-stride strips (``depthwise_strided``, the default for these
+    planes) and the whole-plane flat kernel (with the strips off)."""
+    from nnvm_llvm.compiler import depthwise_strided
+
+    monkeypatch.setattr(depthwise_strided, "UNIT_STRIDE_STRIPS", strips)
     xs, kernel, padding, dilation = CASES[case]
     text, applied, _ = _schedule_text(xs, kernel, padding, dilation)
     assert applied
+    assert ("pad_strips_" in text) == strips
     assert "anchor_depthwise_rows" not in text  # no crop of rounded-up rows
     assert "T.vectorized(8)" in text and "rh in T.unroll" in text
 
@@ -113,11 +120,15 @@ def test_strided_and_small_planes_keep_the_crop(xs, strides):
     assert applied and "anchor_depthwise_rows" in text
 
 
-def test_every_tuning_knob_of_a_half_vector_kernel_schedules():
-    """The tuner offers half vectors only and row tiles dividing the rows; all apply."""
+def test_every_tuning_knob_of_a_half_vector_kernel_schedules(monkeypatch):
+    """The tuner offers half vectors only and row tiles dividing the rows; all apply (the
+    whole-plane kernel: these planes take unit-stride strips unless they are off)."""
     import itertools
 
+    from nnvm_llvm.compiler import depthwise_strided
     from nnvm_llvm.compiler.schedules import ScheduleInfo, knob_space, schedule
+
+    monkeypatch.setattr(depthwise_strided, "UNIT_STRIDE_STRIPS", False)
 
     _, _, gl = _schedule_text(*CASES["rows_152"])
     space = knob_space(gl.primfunc(16), ScheduleInfo("depthwise", 16))

@@ -139,7 +139,7 @@ def test_the_cases_take_the_strip_schedule(case):
 @pytest.mark.parametrize("xs, k, s", [
     ((1, 2, 100, 100), 3, 2),  # 3 x 3 s2 over a plane under 48 KB
     ((1, 2, 200, 152), 5, 2),  # 5 x 5 s2 (7 rows copied per 4) over a plane under 256 KB
-    ((1, 2, 400, 304), 3, 1)])  # unit stride
+    ((1, 2, 64, 64), 3, 1)])  # unit stride under UNIT_STRIP_MIN_PLANE_BYTES
 def test_small_strided_and_unit_stride_planes_keep_the_flat_kernel(xs, k, s):
     text, applied, _ = _schedule_text(xs, k, s, ((k - 1) // 2,) * 4)
     assert applied and "pad_strips_" not in text and "pad_phases" in text

@@ -40,6 +40,35 @@ the copy as one column loop per column phase (so each loop's padding split is ex
 the kernel in the copy, a quarter in the taps and 3% in the crop, so removing the crop
 is not worth a kernel of its own.
 
+Unit-stride depthwise windows (stride 1 both ways) over input planes of at least
+``UNIT_STRIP_MIN_PLANE_BYTES`` take the same strips (one column phase, so the copy is the
+strip's rows padded at their ends only; its interior columns carry no check): strips of 8
+output rows (4 where 8 would copy more than ``UNIT_STRIP_BYTES``, rows of 304), register
+tiles of 4 rows. Rows of half vectors (152 wide at 16 lanes) are computed exactly ``ow``
+wide in 8-lane vectors, the strip height a divisor of ``oh`` (``UNIT_STRIP_ROWS_EXACT``),
+and the epilogue inlined into the tiles' store, so the tiles store the output itself
+(:func:`strips_exact`). Why: the whole-plane kernel (``flat_window``) padded a plane of
+121 KB (64 x 200 x 152) before any tap ran, DRAM idle during the taps; in strips the copy
+is 10 rows (6 KB, in L1) per 8 new. Measured (AMD EPYC Zen 4 VM, 1 thread ``taskset -c
+0``, A/B interleaved in one process, kernel cache cleared between builds, min / median of
+7-9 blocks, load 1.2-3.0, no bias unless said): 3 x 3 over 64 x 200 x 152 713 / 743 ->
+538 / 573 us and 754 / 1092 -> 599 / 671 us (with bias 842 / 1027 -> 570 / 585), over
+16 x 400 x 304 575 / 633 -> 531 / 554 us, 64 x 112 x 112 203 -> 180 us, 32 x 150 x 150
+(bias) 273 -> 254 us, 5 x 5 over 32 x 128 x 128 (bias) 347 -> 294 us; 2 threads 64 x 200
+x 152 580 / 622 -> 313 / 534 us, 16 x 400 x 304 597 / 659 -> 525 / 571 us. Strip heights
+over 64 x 200 x 152 (1 thread, min): 2 rows 1773, 4 rows (tile 4) 1499, 6 rows (tile 3)
+1951, 8 rows 1723 us against whole-plane 1940 (a timing through ``lib.run``, copies
+included: void in absolute terms, the order held); later K = 8 and 4 within 5% of each
+other, except over 16 x 400 x 304 (rows of 1.2 KB) where 4 ran 702 / 851 against 8's
+839 / 950 (hence ``UNIT_STRIP_BYTES``). Rows of 152 rounded up to 160 and cropped ran
+1.1-1.3x slower than the exact half-vector strips, but only with the epilogue inlined
+(left as its own pass over the strip, exact was slower). Smaller planes keep their
+kernels: 5 x 5 over 256 x 50 x 38 (7.6 KB planes) 414 -> 491 us and 3 x 3 over 96 x 28
+x 28 27 -> 34 us in strips; 128 x 100 x 76 (30 KB) alike (686 -> 680 us); 144 x 56 x 56
+(12 KB) ran 164 -> 112 us in strips, but planes under 32 KB are left out until more of
+them are measured (the two smaller ones above ran slower).
+Unit-stride pools keep the whole plane (``flat_window.flat_planes``' ``depthwise``).
+
 Shapes are static; the geometry is ``flat_window.FlatPlane``. ``flat_window.flat_planes``
 and ``flat_window.flat_window`` build this kernel's compute for the planes
 :func:`wants_strips` picks; ``window_schedule.schedule_window`` hands an anchor reading strip
@@ -61,10 +90,25 @@ STRIP_COPY_MAX = 1.25
 STRIP_ROWS = 2
 #: rows per register tile, in order of preference (the first dividing ``STRIP_ROWS``)
 STRIP_TILE_PREFS = (2, 1)
+#: whether unit-stride depthwise windows over planes of ``UNIT_STRIP_MIN_PLANE_BYTES`` take
+#: strips (off: the whole-plane ``flat_window`` kernel, for A/Bs and its tests)
+UNIT_STRIDE_STRIPS = True
+UNIT_STRIP_MIN_PLANE_BYTES = 32 * 1024
+#: output rows per strip of a unit-stride window, in order of preference: the first whose
+#: copied input rows fit in ``UNIT_STRIP_BYTES`` (else 2)
+UNIT_STRIP_ROWS_PREFS = (8, 4)
+UNIT_STRIP_BYTES = 8 * 1024
+#: strip rows of half-vector rows, in order of preference (the first dividing ``oh``)
+UNIT_STRIP_ROWS_EXACT = (8, 10, 6, 5, 9, 7, 4)
+UNIT_STRIP_TILE_PREFS = (4, 5, 3, 7, 2, 1)
+#: whether unit-stride strips of half-vector rows store the output directly
+UNIT_STRIP_EXACT = True
 
 
-def wants_strips(g) -> bool:
-    """Whether a depthwise window over ``g`` is computed in strips: strided along the rows
+def wants_strips(g, unit_stride: bool = True) -> bool:
+    """Whether a depthwise window over ``g`` is computed in strips: unit stride both ways
+    over a plane of at least ``UNIT_STRIP_MIN_PLANE_BYTES`` (``unit_stride``: the caller is
+    a depthwise conv, not a pool; see the module docstring); or strided along the rows
     with taps on more than one column phase (the schedule reorders the copy's three loops
     ``e, r, t``: a phase axis of one would have no loop), over an input plane of at least
     ``STRIP_MIN_PLANE_BYTES``, or of ``STRIP_MIN_PLANE_BYTES_CHEAP`` where a strip copies
@@ -76,6 +120,9 @@ def wants_strips(g) -> bool:
     0.030 -> 0.038 and 144 x 56 x 56 (12 KB) 0.080 -> 0.086 slower, and 5 x 5 s2 (7 rows
     copied for 4) over 32 x 150 x 150 0.238 -> 0.261 and 24 x 75 x 75 0.039 -> 0.056
     slower (medians, load 2-3)."""
+    plane = g.h * g.w * 4
+    if g.sh == g.sw == 1:
+        return unit_stride and UNIT_STRIDE_STRIPS and plane >= UNIT_STRIP_MIN_PLANE_BYTES
     if g.phases_w <= 1:
         return False
     plane = g.h * g.w * 4
@@ -84,14 +131,38 @@ def wants_strips(g) -> bool:
 
 
 def strip_rows(g) -> int:
-    """Output rows per strip: ``STRIP_ROWS``, at most ``oh`` (where it does not divide
-    ``oh``, the last strip's rows past the output are computed over padding, not stored)."""
-    return max(1, min(STRIP_ROWS, g.oh))
+    """Output rows per strip: ``STRIP_ROWS`` (``UNIT_STRIP_ROWS_PREFS`` at unit stride, or for
+    rows of half vectors the first of ``UNIT_STRIP_ROWS_EXACT`` dividing ``oh``, so the
+    strips can store the output itself), at most ``oh`` (where it does not divide ``oh``,
+    the last strip's rows past the output are computed over padding, not stored)."""
+    k = STRIP_ROWS
+    if g.sh == g.sw == 1:
+        row = (-(-g.ow // g.lanes) * g.lanes + g.reach[1]) * 4  # bytes of a copied row
+        k = next((r for r in UNIT_STRIP_ROWS_PREFS
+                  if (r + (g.kh - 1) * g.dh) * row <= UNIT_STRIP_BYTES), 2)
+        if _half_vector_rows(g):
+            k = next((r for r in UNIT_STRIP_ROWS_EXACT if g.oh % r == 0), k)
+    return max(1, min(k, g.oh))
+
+
+def _half_vector_rows(g) -> bool:
+    """Rows half vectors divide and whole ones do not (152 at 16 lanes), at least 8 lanes."""
+    half = g.lanes // 2
+    return UNIT_STRIP_EXACT and half >= 8 and g.ow % g.lanes != 0 and g.ow % half == 0
 
 
 def strip_width(g) -> int:
-    """Columns computed per output row: ``ow`` rounded up to whole vectors."""
-    return -(-g.ow // g.lanes) * g.lanes
+    """Columns computed per output row: ``ow`` rounded up to whole vectors, or ``ow``
+    itself where the strips store the output directly (:func:`strips_exact`)."""
+    return g.ow if strips_exact(g) else -(-g.ow // g.lanes) * g.lanes
+
+
+def strips_exact(g) -> bool:
+    """Whether the strips compute exactly the output (rows ``ow`` wide in half vectors,
+    ``oh`` a whole number of strips), so the register tiles store it with no crop: a
+    unit-stride window whose rows half vectors divide but whole ones do not (152 wide at
+    16 lanes), as ``flat_window.half_vector_rows``."""
+    return g.sh == g.sw == 1 and _half_vector_rows(g) and g.oh % strip_rows(g) == 0
 
 
 def strip_input_rows(g) -> int:
@@ -125,6 +196,8 @@ def strip_window(xs, g, combine, tap, name: str):
         v = xs[b, ch, i // k, (dx % g.sw) // g.gw, i % k * g.sh + rh * g.dh, j + dx // g.sw]
         return combine(tap(v, ch, rh, rw), axis=[rh, rw])
     acc = te.compute((n, c, rows, strip_width(g)), at, name=name)
+    if g.sh == g.sw == 1 and (rows, strip_width(g)) == (g.oh, g.ow):
+        return acc  # unit stride, the strips' rows are the output's: nothing to crop
     return te.compute((n, c, g.oh, g.ow), lambda b, ch, i, j: acc[b, ch, i, j],
                       name=name + "_rows")
 
@@ -151,7 +224,9 @@ def schedule_strips(sch, anchor, info, extent, parallel_min_work: int) -> bool:
     b, c, r, t, *red = sch.get_loops(anchor)
     width = extent(sch, t)
     lanes = info.lanes
-    rt = info.knobs.get("rt") or next((p for p in STRIP_TILE_PREFS if k % p == 0), 1)
+    if width % lanes and width % (lanes // 2) == 0:  # rows exactly ``ow`` (strips_exact)
+        lanes //= 2
+    rt = info.knobs.get("rt") or next((p for p in _tile_prefs(sch, pad) if k % p == 0), 1)
     if k % rt or width % lanes:
         return False
     work = window_work(sch, anchor, extent)
@@ -174,16 +249,33 @@ def schedule_strips(sch, anchor, info, extent, parallel_min_work: int) -> bool:
         sch.unroll(red_loop)
     init = sch.decompose_reduction(anchor, red[0])
     sch.vectorize(sch.get_loops(init)[-1])
+    if width == extent(sch, sch.get_loops(consumers[0])[-1]) if consumers else False:
+        consumers = _epilogue_into_tiles(sch, consumers)
     sch.unroll(sch.get_loops(wb)[-2])
     sch.vectorize(sch.get_loops(wb)[-1])
     for consumer in consumers:
         epilogue = not sch.get(consumer).name_hint.endswith("_rows")
-        _output_rows(sch, consumer, extent, lanes, 2 if epilogue else 4)
-    _deinterleave_strip(sch, pad)
+        _output_rows(sch, consumer, extent, info.lanes, 2 if epilogue else 4)
+    phases = int(sch.get(pad).writes[0].source.shape[3])
+    if phases > 1:  # one column phase (unit stride): TVM drops its unit loop
+        _deinterleave_strip(sch, pad)
     columns = _interior_columns(sch, pad)
     if columns is not None:
-        _partition_padding(sch, sch.get(pad).name_hint, [columns], (-2,))
+        _partition_padding(sch, sch.get(pad).name_hint, [columns], (-2 if phases > 1 else -1,))
     return True
+
+
+def _epilogue_into_tiles(sch, consumers) -> list:
+    """The elementwise epilogue of strips that compute exactly the output
+    (:func:`strips_exact`) inlined into the register tiles' store, so the tiles store the
+    output itself; returns the consumers left (those TVM refused to inline)."""
+    left = []
+    for consumer in consumers:
+        try:
+            sch.reverse_compute_inline(consumer)
+        except Exception:  # noqa: BLE001 - not elementwise: it keeps its own rows
+            left.append(consumer)
+    return left
 
 
 def _interior_columns(sch, pad):
@@ -201,6 +293,13 @@ def _interior_columns(sch, pad):
     lo = max(0, -(-(-base) // sw))
     hi = (width - 1 - base - (phases - 1) * gw) // sw  # the last such t
     return lo, max(0, hi + 1 - lo)
+
+
+def _tile_prefs(sch, pad) -> tuple[int, ...]:
+    """Rows per register tile, in order of preference: ``UNIT_STRIP_TILE_PREFS`` for a
+    unit-stride window (one column phase), else ``STRIP_TILE_PREFS``."""
+    unit = int(sch.get(pad).writes[0].source.shape[3]) == 1
+    return UNIT_STRIP_TILE_PREFS if unit else STRIP_TILE_PREFS
 
 
 def _strip_rows_of(sch, anchor) -> int:
@@ -223,6 +322,6 @@ def strips_space(sch, anchor, info, extent, parallel_min_work: int) -> dict:
     from .flat_window import window_work
 
     k = _strip_rows_of(sch, anchor)
-    tiles = [p for p in STRIP_TILE_PREFS if k % p == 0] or [1]
+    tiles = [p for p in _tile_prefs(sch, _strip_phases(sch, anchor)) if k % p == 0] or [1]
     work = window_work(sch, anchor, extent)
     return {"rt": tiles, "parallel": [work >= parallel_min_work, work < parallel_min_work]}

@@ -53,7 +53,10 @@ Strided windows over planes of 256 KB and more (48 KB for 3 x 3 s2) are computed
 strips of output rows instead (``depthwise_strided``: :func:`flat_planes` and
 :func:`flat_window` build its compute), so the input streams in from DRAM while the taps
 run: 3 x 3 s2 over 32 x 400 x 304 1.26 -> 0.78 ms at 1 thread (best of 11 blocks, loaded
-box), over 64 x 200 x 152 0.367 -> 0.296 ms (medians).
+box), over 64 x 200 x 152 0.367 -> 0.296 ms (medians). So are unit-stride depthwise
+windows over input planes of 32 KB and more (3 x 3 over 64 x 200 x 152 713 -> 538 us at 1
+thread, min of 7 interleaved blocks); :func:`half_vector_rows` and the row tiles below
+then serve smaller planes (and the A/B with ``UNIT_STRIDE_STRIPS`` off).
 
 Shapes are static; the geometry is :class:`FlatPlane`. ``window_schedule.schedule_window`` hands
 a window whose input is phase planes (:func:`is_flat`) to :func:`schedule_flat`.
@@ -147,12 +150,14 @@ class FlatPlane:
         return self.tile[0] + self.reach[0] + (1 if self.reach[1] else 0)
 
 
-def flat_planes(x, g: FlatPlane, pad_value, name: str):
+def flat_planes(x, g: FlatPlane, pad_value, name: str, depthwise: bool = False):
     """``pad_phases_<name>``: ``(n, c, phases_h, phases_w, rows, Wrow)`` padded phase planes.
     Strided, they are de-interleaved from a padded plane (``pad_<name>``), which the
     schedule inlines: its padding and columns tell :func:`_phase_columns` where the checks
-    can be split off (in the phase layout itself the check ties two loops, row and phase)."""
-    if wants_strips(g):  # large strided planes: strips of rows (``depthwise_strided``)
+    can be split off (in the phase layout itself the check ties two loops, row and phase).
+    ``depthwise``: a depthwise conv's planes (large unit-stride ones take strips too; unit-
+    stride pools keep the whole plane, their strips unmeasured)."""
+    if wants_strips(g, depthwise):  # large planes: strips of rows (``depthwise_strided``)
         return strip_planes(x, g, pad_value, name, _padded_at)
     n, c = x.shape[0], x.shape[1]
     shape = (n, c, g.phases_h, g.phases_w, g.rows, g.tile[1])

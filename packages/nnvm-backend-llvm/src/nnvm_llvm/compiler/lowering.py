@@ -796,7 +796,7 @@ def _conv2d(attrs, ins, outs, ctx):
             y = blocked_window(blocked_planes(x, g, 0.0, ctx.name), g, oc, te.sum, tap,
                                "anchor_depthwise")
         else:
-            y = flat_window(flat_planes(x, g, 0.0, ctx.name), g, te.sum,
+            y = flat_window(flat_planes(x, g, 0.0, ctx.name, depthwise=True), g, te.sum,
                             lambda v, c, rh, rw: v * w[c, 0, rh, rw], "anchor_depthwise")
     else:
         xp = _padded(x, (pt, pl, pb, pr), ctx.name)

@@ -3,8 +3,8 @@
 Depthwise convs and pools on small planes take ``window_blocked``'s kernel (16 channels in a
 vector); depthwise convs and unit-stride pools whose plane ``flat_window`` can flatten take
 its kernel (the padded plane split into stride phases, register tiles of whole vectors),
-strided depthwise convs over large planes ``depthwise_strided``'s (the same in strips of
-output rows);
+depthwise convs over large planes (strided, or unit-stride from 32 KB)
+``depthwise_strided``'s (the same in strips of output rows);
 other pools (strided) take ``pool_rows``'s (a plane per task, the output row a plain loop
 LLVM vectorises); every other window kernel (strided depthwise, transposed-conv windows)
 gets vectors along the output row, parallel over ``(n, c, oh)``. Kept apart from
