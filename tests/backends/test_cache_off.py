@@ -21,34 +21,10 @@ import textwrap
 
 import pytest
 
+from cache_env import DRIVER_VARS, files, unset
 from nnvm import cache_dirs
 
-_DRIVER_VARS = ("POCL_CACHE_DIR", "POCL_KERNEL_CACHE", "PYOPENCL_NO_CACHE")
 
-
-@pytest.fixture
-def cache_off(tmp_path, tmp_path_factory, monkeypatch):
-    """NNVM_CACHE_DIR=off, the current directory an empty ``work``, HOME an empty folder."""
-    work, home = tmp_path / "work", tmp_path_factory.mktemp("home")
-    work.mkdir()
-    monkeypatch.setenv("NNVM_CACHE_DIR", "off")
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.chdir(work)
-    for name in _DRIVER_VARS:  # the OpenCL backend may set them under "off": undo after
-        _unset(monkeypatch, name)
-    return work, home
-
-
-def _unset(monkeypatch, name: str) -> None:
-    """Unset ``name`` for this test and restore it afterwards, also when the code under test
-    sets it (``monkeypatch.delenv`` of an unset variable records nothing to undo)."""
-    monkeypatch.setenv(name, "")
-    monkeypatch.delenv(name)
-
-
-def _files(folder) -> list[str]:
-    return sorted(os.path.relpath(os.path.join(d, f), folder)
-                  for d, _, names in os.walk(folder) for f in names)
 
 
 # -- llvm -------------------------------------------------------------------------------------
@@ -96,7 +72,7 @@ def test_cuda_compiles_without_its_ptx_cache_when_off(cache_off):
         assert ".entry nnvm_k" in ptx[toolchain.DEFAULT_ARCH]
         assert (report["compiled"], report["cache_hits"]) == (1, 0), report
     work, home = cache_off
-    assert _files(work) == [] and _files(home) == []
+    assert files(work) == [] and files(home) == []
 
 
 # -- OpenCL, without a driver -----------------------------------------------------------------
@@ -106,22 +82,22 @@ def test_opencl_driver_caches_off(monkeypatch, tmp_path):
     under the NNVM cache root; a variable the user set is never overridden."""
     from nnvm_opencl import program
 
-    for name in _DRIVER_VARS:
-        _unset(monkeypatch, name)
+    for name in DRIVER_VARS:
+        unset(monkeypatch, name)
     monkeypatch.setenv("NNVM_CACHE_DIR", "off")
     assert program.cache_dir() is None
     program.configure_driver_caches()
     assert "POCL_CACHE_DIR" not in os.environ
     assert os.environ["POCL_KERNEL_CACHE"] == "0" and os.environ["PYOPENCL_NO_CACHE"] == "1"
 
-    for name in _DRIVER_VARS:
-        _unset(monkeypatch, name)
+    for name in DRIVER_VARS:
+        unset(monkeypatch, name)
     monkeypatch.setenv("POCL_KERNEL_CACHE", "1")
     program.configure_driver_caches()
     assert os.environ["POCL_KERNEL_CACHE"] == "1"  # the user's choice
 
-    for name in _DRIVER_VARS:
-        _unset(monkeypatch, name)
+    for name in DRIVER_VARS:
+        unset(monkeypatch, name)
     monkeypatch.setenv("NNVM_CACHE_DIR", str(tmp_path))
     assert program.cache_dir() == str(tmp_path / "opencl")
     program.configure_driver_caches()
@@ -144,7 +120,7 @@ def test_opencl_icd_folder_is_a_private_temp_folder_when_off(cache_off, monkeypa
     with open(os.path.join(folder, "nnvm-x.icd"), encoding="utf-8") as f:
         assert f.read() == "/opt/x/libx.so\n"
     work, home = cache_off
-    assert _files(work) == [] and _files(home) == []
+    assert files(work) == [] and files(home) == []
 
     # a shared folder others can write is not used: a fresh private one is
     squat = tmp / f"nnvm-icd-{os.getuid()}"
@@ -206,10 +182,10 @@ def test_opencl_builds_and_runs_with_the_cache_off(tmp_path):
         pocl = name.startswith("Portable Computing Language")
         # PoCL: never cached by us (None); other drivers: compiled twice, never read back
         assert dev["from_cache"] == ([None, None] if pocl else [False, False]), (name, dev)
-    assert _files(work) == [], "NNVM_CACHE_DIR=off wrote to the current directory"
+    assert files(work) == [], "NNVM_CACHE_DIR=off wrote to the current directory"
     # nothing persistent under HOME: no NNVM, pyopencl or PoCL kernel cache (PoCL's
     # uncached build folder ~/.cache/pocl/uncached is its temporary workspace)
-    left = [f for f in _files(home) if not f.startswith(os.path.join(".cache", "pocl",
+    left = [f for f in files(home) if not f.startswith(os.path.join(".cache", "pocl",
                                                                      "uncached"))]
     assert left == [], left
     if got["icd"]:  # the ICD folder written for the wheel-installed drivers: private, in tmp

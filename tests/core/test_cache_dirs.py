@@ -13,9 +13,9 @@ import os
 import numpy as np
 import pytest
 
+from cache_env import files
 from nnvm import cache_dirs
 
-_DRIVER_VARS = ("POCL_CACHE_DIR", "POCL_KERNEL_CACHE", "PYOPENCL_NO_CACHE")
 
 
 @pytest.mark.parametrize("value", ["off", "OFF", "Off", "0", "none", "None", "false",
@@ -52,30 +52,6 @@ def test_any_other_value_is_a_folder(monkeypatch, value):
     assert cache_dirs.package_dir("sessions") == os.path.join(value, "sessions")
 
 
-@pytest.fixture
-def cache_off(tmp_path, tmp_path_factory, monkeypatch):
-    """NNVM_CACHE_DIR=off, the current directory an empty ``work``, HOME an empty folder."""
-    work, home = tmp_path / "work", tmp_path_factory.mktemp("home")
-    work.mkdir()
-    monkeypatch.setenv("NNVM_CACHE_DIR", "off")
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.chdir(work)
-    for name in _DRIVER_VARS:  # the OpenCL backend may set them under "off": undo after
-        _unset(monkeypatch, name)
-    return work, home
-
-
-def _unset(monkeypatch, name: str) -> None:
-    """Unset ``name`` for this test and restore it afterwards, also when the code under test
-    sets it (``monkeypatch.delenv`` of an unset variable records nothing to undo)."""
-    monkeypatch.setenv(name, "")
-    monkeypatch.delenv(name)
-
-
-def _files(folder) -> list[str]:
-    return sorted(os.path.relpath(os.path.join(d, f), folder)
-                  for d, _, names in os.walk(folder) for f in names)
-
 
 @pytest.mark.parametrize("target", ["reference", "llvm"])
 def test_session_with_the_cache_off_writes_nothing(cache_off, target):
@@ -100,8 +76,8 @@ def test_session_with_the_cache_off_writes_nothing(cache_off, target):
     feed = np.array([[-1, 2, -3], [4, -5, 6]], "float32")
     np.testing.assert_array_equal(sess.run(None, {"x": feed})[0], np.maximum(feed, 0))
     work, home = cache_off
-    assert _files(work) == [] and not os.path.exists(work / "off")
-    assert _files(home) == []
+    assert files(work) == [] and not os.path.exists(work / "off")
+    assert files(home) == []
 
 
 def test_a_named_session_folder_still_wins(cache_off, tmp_path):
