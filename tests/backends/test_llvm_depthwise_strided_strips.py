@@ -20,7 +20,7 @@ import pytest
 pytest.importorskip("tvm")
 import nnvm  # noqa: E402
 import nnvm.symbol as sym  # noqa: E402
-from llvm_probe import skip_without_llvm  # noqa: E402
+from llvm_probe import build_onnx, ort_outputs, skip_without_llvm  # noqa: E402
 
 skip_without_llvm()
 
@@ -86,7 +86,6 @@ def _schedule_text(xs, k, s, pads, d=(1, 1)):
 @pytest.mark.parametrize("epilogue", ["none", "bias", "relu6"])
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_strips_match_onnxruntime(case, epilogue):
-    ort = pytest.importorskip("onnxruntime")
     from nnvm_llvm.compiler.depthwise_strided import wants_strips
     from nnvm_llvm.compiler.flat_window import FlatPlane
 
@@ -97,10 +96,8 @@ def test_strips_match_onnxruntime(case, epilogue):
     rng = np.random.default_rng(16)
     model = _onnx(xs, k, s, pads, d, epilogue, rng)
     xv = (rng.standard_normal(xs) * 3).astype(np.float32)
-    want = ort.InferenceSession(model.SerializeToString(),
-                                providers=["CPUExecutionProvider"]).run(None, {"x": xv})[0]
-    g, params = nnvm.frontend.from_onnx(model, shape={"x": xs})
-    lib = nnvm.compiler.build(g, target="llvm", shape={"x": xs}, params=params)
+    want = ort_outputs(model, {"x": xv})[0]
+    lib = build_onnx(model, {"x": xv})
     assert lib.stats()["schedule_fallbacks"] == []
     got = lib.run(x=xv)[0]
     assert got.shape == want.shape
